@@ -1,0 +1,37 @@
+# accmon: the two commands that matter are `make run` and `make test`.
+SHELL := /bin/bash
+SWIFT ?= swift
+BUILD_DIR ?= .build
+APT_PACKAGES := libudev-dev libsystemd-dev socat
+DEBUG_BIN = $(BUILD_DIR)/debug
+
+.PHONY: all build deps run test test-unit test-integration fuzz clean
+
+all: build
+
+# Installs the Debian packages the build and tests need, when any is missing (root, or sudo).
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+build: deps
+	$(SWIFT) build --scratch-path $(BUILD_DIR)
+
+# Starts accmond on a temporary socket with a simulated source, plays a scripted demo of plug events, and shows
+# `accmon watch`. On a terminal it keeps watching until Ctrl-C; otherwise it exits after the demo.
+run: build
+	@scripts/demo.sh $(DEBUG_BIN)
+
+test: build
+	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
+	$(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build
+
+fuzz: deps
+	@scripts/fuzz.sh $${FUZZ_SECONDS:-60}
+
+clean:
+	rm -rf $(BUILD_DIR) Fuzz/bin

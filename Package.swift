@@ -1,0 +1,39 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "accmon",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "AccmonClient", targets: ["AccmonClient"]),
+        .executable(name: "accmond", targets: ["accmond"]),
+        .executable(name: "accmon", targets: ["accmon"]),
+    ],
+    targets: [
+        // Pure logic: accessory model, filters, protocol messages and codec. No I/O.
+        .target(name: "AccmonCore", swiftSettings: strictSettings),
+        // Thin wrappers over the system calls the daemon and the client use.
+        .target(name: "CAccmonShims"),
+        .target(name: "AccmonSys", dependencies: ["CAccmonShims"], swiftSettings: strictSettings),
+        // The daemon's machinery: event sources, registry, broker loop, sessions, transport.
+        .target(name: "AccmondKit", dependencies: ["AccmonCore", "AccmonSys"], swiftSettings: strictSettings),
+        // The library for client apps.
+        .target(name: "AccmonClient", dependencies: ["AccmonCore", "AccmonSys"], swiftSettings: strictSettings),
+        .executableTarget(name: "accmond", dependencies: ["AccmondKit"], swiftSettings: strictSettings),
+        .executableTarget(name: "accmon", dependencies: ["AccmonClient"], swiftSettings: strictSettings),
+        // A minimal client app, built by the tests, showing the library's use.
+        .executableTarget(
+            name: "AccmonExampleWatcher", dependencies: ["AccmonClient"], path: "Examples/AccmonExampleWatcher",
+            swiftSettings: strictSettings),
+        .testTarget(name: "AccmonCoreTests", dependencies: ["AccmonCore"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonIntegrationTests", dependencies: ["AccmonClient", "AccmonCore", "AccmonSys", "AccmondKit"],
+            swiftSettings: strictSettings),
+    ],
+    swiftLanguageModes: [.v6]
+)

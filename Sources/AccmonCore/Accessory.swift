@@ -1,0 +1,102 @@
+/// The kind of an external accessory, as accmon classifies it.
+public enum AccessoryKind: String, Codable, Sendable, CaseIterable, Hashable {
+    /// A USB device (`usb_device` in udev).
+    case usb
+    /// A USB-backed serial port (`ttyUSB*`, `ttyACM*`).
+    case serial
+    /// A human-interface device on the Bluetooth bus.
+    case bluetoothHID = "bluetooth-hid"
+}
+
+/// Identifies one connection of an accessory: unique per connection, never reused while the daemon keeps state.
+///
+/// The analogue of `EAAccessory.connectionID`.
+public struct ConnectionID: RawRepresentable, Codable, Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(UInt64.self)
+    }
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+    public var description: String { String(rawValue) }
+}
+
+/// An external accessory and one connection of it, after `EAAccessory`.
+///
+/// Every field but ``kind``, ``accessoryID`` and ``connectionID`` may be empty when the device does not report it.
+public struct Accessory: Codable, Sendable, Hashable {
+    /// What kind of accessory this is.
+    public var kind: AccessoryKind
+    /// A stable identifier: the same physical accessory keeps it across replugs when it has a serial number.
+    public var accessoryID: String
+    /// This connection's identifier, assigned by the daemon when the accessory connects.
+    public var connectionID: ConnectionID
+    /// The accessory's display name (USB product string, Bluetooth name).
+    public var name: String
+    /// The manufacturer's name.
+    public var manufacturer: String
+    /// The model number.
+    public var modelNumber: String
+    /// The serial number, empty when the device has none.
+    public var serialNumber: String
+    /// The firmware revision (for USB, `bcdDevice`).
+    public var firmwareRevision: String
+    /// The hardware revision.
+    public var hardwareRevision: String
+    /// The vendor id as four lowercase hex digits, such as `"0403"`.
+    public var vendorID: String
+    /// The product id as four lowercase hex digits, such as `"6001"`.
+    public var productID: String
+    /// The protocols the accessory speaks, as `EAAccessory.protocolStrings`.
+    public var protocolStrings: [String]
+    /// The device nodes through which an app talks to the accessory, such as `/dev/ttyUSB0`.
+    public var deviceNodes: [String]
+    /// The device's path in sysfs.
+    public var sysfsPath: String
+    /// The USB port path, such as `"1-1.2"`.
+    public var portPath: String
+
+    /// Creates an accessory; ``accessoryID`` defaults to one derived from the identity fields.
+    public init(
+        kind: AccessoryKind, accessoryID: String? = nil, connectionID: ConnectionID = ConnectionID(0),
+        name: String = "", manufacturer: String = "", modelNumber: String = "", serialNumber: String = "",
+        firmwareRevision: String = "", hardwareRevision: String = "", vendorID: String = "", productID: String = "",
+        protocolStrings: [String] = [], deviceNodes: [String] = [], sysfsPath: String = "", portPath: String = ""
+    ) {
+        self.kind = kind
+        self.connectionID = connectionID
+        self.name = name
+        self.manufacturer = manufacturer
+        self.modelNumber = modelNumber
+        self.serialNumber = serialNumber
+        self.firmwareRevision = firmwareRevision
+        self.hardwareRevision = hardwareRevision
+        self.vendorID = vendorID
+        self.productID = productID
+        self.protocolStrings = protocolStrings
+        self.deviceNodes = deviceNodes
+        self.sysfsPath = sysfsPath
+        self.portPath = portPath
+        self.accessoryID = ""
+        self.accessoryID = accessoryID ?? derivedAccessoryID
+    }
+
+    /// The stable id derived from identity: kind, vendor, product and serial number when there is a serial number,
+    /// else the port path (the same device in the same port), else the sysfs path.
+    public var derivedAccessoryID: String {
+        let model = "\(kind.rawValue):\(vendorID.isEmpty ? "-" : vendorID):\(productID.isEmpty ? "-" : productID)"
+        if !serialNumber.isEmpty { return "\(model):serial=\(serialNumber)" }
+        if !portPath.isEmpty { return "\(model):port=\(portPath)" }
+        return "\(model):sysfs=\(sysfsPath)"
+    }
+
+    /// `vendorID:productID`, or `-` for a missing half.
+    public var usbID: String {
+        "\(vendorID.isEmpty ? "-" : vendorID):\(productID.isEmpty ? "-" : productID)"
+    }
+}

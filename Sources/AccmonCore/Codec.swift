@@ -1,0 +1,333 @@
+import FoundationEssentials
+
+/// Encodes and decodes protocol lines. Pure: no I/O.
+///
+/// Each ``ServerMessage`` is encoded once into a line (with its newline) that can be written to any number of
+/// clients.
+public struct ProtocolCodec {
+    private let encoder: JSONEncoder
+    private let decoder = JSONDecoder()
+
+    /// Creates a codec.
+    public init() {
+        encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    }
+
+    // MARK: Client messages
+
+    /// Decodes one line (without its newline) sent by a client.
+    ///
+    /// - Returns: the message, or the error to send back, with the request id when one could be read.
+    public func decodeClientMessage(_ line: some Collection<UInt8>) -> Result<ClientMessage, ClientDecodingFailure> {
+        let data = Data(line)
+        let envelope: Envelope
+        do {
+            envelope = try decoder.decode(Envelope.self, from: data)
+        } catch {
+            return .failure(ClientDecodingFailure(id: nil, error: Self.protocolError(error, context: "message")))
+        }
+        guard let type = envelope.type else {
+            return .failure(ClientDecodingFailure(
+                id: envelope.id, error: ProtocolError(.invalidMessage, "message: type: field 'type' is missing")))
+        }
+        do {
+            let request: ClientRequest
+            switch type {
+            case "hello":
+                let body = try decoder.decode(HelloBody.self, from: data)
+                request = .hello(versions: body.versions, clientName: body.client ?? "")
+            case "subscribe":
+                request = .subscribe(try validated(decoder.decode(FilterBody.self, from: data).filter, type))
+            case "unsubscribe":
+                request = .unsubscribe
+            case "list":
+                request = .list(try validated(decoder.decode(FilterBody.self, from: data).filter, type))
+            case "status":
+                request = .status
+            case "simulate":
+                request = try simulateRequest(data)
+            default:
+                return .failure(ClientDecodingFailure(
+                    id: envelope.id,
+                    error: ProtocolError(
+                        .unknownType,
+                        "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, list, status"
+                            + " or simulate)")))
+            }
+            return .success(ClientMessage(id: envelope.id, request))
+        } catch let error as ProtocolError {
+            return .failure(ClientDecodingFailure(id: envelope.id, error: error))
+        } catch {
+            return .failure(ClientDecodingFailure(id: envelope.id, error: Self.protocolError(error, context: type)))
+        }
+    }
+
+    private func validated(_ filter: AccessoryFilter?, _ context: String) throws(ProtocolError) -> AccessoryFilter {
+        let filter = filter ?? .all
+        if let problem = filter.validationProblem() { throw ProtocolError(.invalidField, "\(context): \(problem)") }
+        return filter
+    }
+
+    private func simulateRequest(_ data: Data) throws -> ClientRequest {
+        let body = try decoder.decode(SimulateBody.self, from: data)
+        switch body.action {
+        case "connect":
+            guard let accessory = body.accessory else {
+                throw ProtocolError(.missingField, "simulate: accessory: field 'accessory' is missing")
+            }
+            return .simulateConnect(accessory)
+        case "disconnect":
+            guard let connectionID = body.connectionID else {
+                throw ProtocolError(.missingField, "simulate: connectionID: field 'connectionID' is missing")
+            }
+            return .simulateDisconnect(connectionID)
+        default:
+            throw ProtocolError(
+                .invalidField, "simulate: action: unknown action '\(body.action)' (expected connect or disconnect)")
+        }
+    }
+
+    /// Encodes a client message as one line, newline included.
+    public func encode(_ message: ClientMessage) -> [UInt8] {
+        let body: any Encodable
+        switch message.request {
+        case .hello(let versions, let name):
+            body = OutgoingHello(type: "hello", id: message.id, versions: versions, client: name)
+        case .subscribe(let filter), .list(let filter):
+            body = OutgoingFilter(type: message.request.typeName, id: message.id, filter: filter == .all ? nil : filter)
+        case .unsubscribe, .status:
+            body = OutgoingBare(type: message.request.typeName, id: message.id)
+        case .simulateConnect(let accessory):
+            body = OutgoingSimulate(
+                type: "simulate", id: message.id, action: "connect", accessory: accessory, connectionID: nil)
+        case .simulateDisconnect(let connectionID):
+            body = OutgoingSimulate(
+                type: "simulate", id: message.id, action: "disconnect", accessory: nil, connectionID: connectionID)
+        }
+        return line(body)
+    }
+
+    // MARK: Server messages
+
+    /// Encodes a server message as one line, newline included.
+    public func encode(_ message: ServerMessage) -> [UInt8] {
+        line(ServerMessageCoding(message: message))
+    }
+
+    /// Decodes one line (without its newline) sent by the daemon.
+    public func decodeServerMessage(_ line: some Collection<UInt8>) throws(ProtocolError) -> ServerMessage {
+        do {
+            return try decoder.decode(ServerMessageCoding.self, from: Data(line)).message
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            throw Self.protocolError(error, context: "daemon message")
+        }
+    }
+
+    private func line(_ value: some Encodable) -> [UInt8] {
+        do {
+            var bytes = [UInt8](try encoder.encode(value))
+            bytes.append(0x0A)
+            return bytes
+        } catch {
+            // Our message types hold only strings, numbers and arrays of them: encoding cannot fail.
+            preconditionFailure("protocol encoding failed: \(error)")
+        }
+    }
+
+    /// Turns a decoding error into a protocol error whose message says where and why.
+    static func protocolError(_ error: any Error, context: String) -> ProtocolError {
+        guard let error = error as? DecodingError else {
+            return ProtocolError(.malformedJSON, "\(context): \(error)")
+        }
+        switch error {
+        case .dataCorrupted(let info) where info.codingPath.isEmpty:
+            return ProtocolError(.malformedJSON, "\(context): line: not valid JSON")
+        case .typeMismatch(_, let info) where info.codingPath.isEmpty:
+            return ProtocolError(.invalidMessage, "\(context): line: expected a JSON object")
+        case .keyNotFound(let key, let info):
+            let path = (info.codingPath + [key]).map(\.displayName).joined(separator: ".")
+            return ProtocolError(.missingField, "\(context): \(path): field '\(key.stringValue)' is missing")
+        case .typeMismatch(let type, let info):
+            return ProtocolError(
+                .invalidField, "\(context): \(info.path): expected \(Self.jsonTypeName(type))")
+        case .valueNotFound(let type, let info):
+            return ProtocolError(.invalidField, "\(context): \(info.path): expected \(Self.jsonTypeName(type)), got null")
+        case .dataCorrupted(let info):
+            return ProtocolError(.invalidField, "\(context): \(info.path): \(Self.reason(info))")
+        @unknown default:
+            return ProtocolError(.invalidField, "\(context): \(error)")
+        }
+    }
+
+    private static func reason(_ info: DecodingError.Context) -> String {
+        if info.codingPath.last?.stringValue == "kind" {
+            return "unknown kind (expected usb, serial or bluetooth-hid)"
+        }
+        return "invalid value"
+    }
+
+    private static func jsonTypeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "a boolean"
+        case is Int.Type, is Int64.Type, is UInt64.Type, is Double.Type: "a number"
+        case is [Int].Type, is [String].Type: "an array"
+        default: type == AccessoryKind.self ? "a string" : "a value of another type"
+        }
+    }
+}
+
+/// A client line that could not be decoded: the error to report and the request id when it was readable.
+public struct ClientDecodingFailure: Error, Sendable, Hashable {
+    /// The request id, when the line was an object with a readable `id`.
+    public var id: RequestID?
+    /// The error to send back.
+    public var error: ProtocolError
+}
+
+extension CodingKey {
+    fileprivate var displayName: String { intValue.map { "[\($0)]" } ?? stringValue }
+}
+
+extension DecodingError.Context {
+    fileprivate var path: String {
+        codingPath.isEmpty ? "line" : codingPath.map(\.displayName).joined(separator: ".")
+    }
+}
+
+// MARK: Wire shapes
+
+private struct Envelope: Decodable {
+    var type: String?
+    var id: RequestID?
+}
+
+private struct HelloBody: Decodable {
+    var versions: [Int]
+    var client: String?
+}
+
+private struct FilterBody: Decodable {
+    var filter: AccessoryFilter?
+}
+
+private struct SimulateBody: Decodable {
+    var action: String
+    var accessory: Accessory?
+    var connectionID: ConnectionID?
+}
+
+private struct OutgoingHello: Encodable {
+    var type: String
+    var id: RequestID?
+    var versions: [Int]
+    var client: String
+}
+
+private struct OutgoingFilter: Encodable {
+    var type: String
+    var id: RequestID?
+    var filter: AccessoryFilter?
+}
+
+private struct OutgoingBare: Encodable {
+    var type: String
+    var id: RequestID?
+}
+
+private struct OutgoingSimulate: Encodable {
+    var type: String
+    var id: RequestID?
+    var action: String
+    var accessory: Accessory?
+    var connectionID: ConnectionID?
+}
+
+private struct ServerMessageCoding: Codable {
+    var message: ServerMessage
+
+    init(message: ServerMessage) { self.message = message }
+
+    enum Keys: String, CodingKey {
+        case type, id, version, daemon, session, seq, accessories, accessory, connectionID, code, message, reason
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        switch message {
+        case .hello(let id, let version, let daemonVersion, let sessionID):
+            try c.encode("hello", forKey: .type)
+            try c.encodeIfPresent(id, forKey: .id)
+            try c.encode(version, forKey: .version)
+            try c.encode(daemonVersion, forKey: .daemon)
+            try c.encode(sessionID, forKey: .session)
+        case .snapshot(let id, let snapshot), .list(let id, let snapshot):
+            if case .snapshot = message {
+                try c.encode("snapshot", forKey: .type)
+            } else {
+                try c.encode("list", forKey: .type)
+            }
+            try c.encodeIfPresent(id, forKey: .id)
+            try c.encode(snapshot.sequence, forKey: .seq)
+            try c.encode(snapshot.accessories, forKey: .accessories)
+        case .event(let event):
+            try c.encode(event.change.rawValue, forKey: .type)
+            try c.encode(event.sequence, forKey: .seq)
+            try c.encode(event.accessory, forKey: .accessory)
+        case .status(let id, let status):
+            try c.encode("status", forKey: .type)
+            try c.encodeIfPresent(id, forKey: .id)
+            try status.encode(to: encoder)
+        case .ok(let id, let connectionID):
+            try c.encode("ok", forKey: .type)
+            try c.encodeIfPresent(id, forKey: .id)
+            try c.encodeIfPresent(connectionID, forKey: .connectionID)
+        case .error(let id, let error):
+            try c.encode("error", forKey: .type)
+            try c.encodeIfPresent(id, forKey: .id)
+            try c.encode(error.code, forKey: .code)
+            try c.encode(error.message, forKey: .message)
+        case .shutdown(let reason):
+            try c.encode("shutdown", forKey: .type)
+            try c.encode(reason, forKey: .reason)
+        }
+    }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        let type = try c.decode(String.self, forKey: .type)
+        let id = try c.decodeIfPresent(RequestID.self, forKey: .id)
+        func snapshot() throws -> Snapshot {
+            Snapshot(
+                sequence: try c.decode(UInt64.self, forKey: .seq),
+                accessories: try c.decode([Accessory].self, forKey: .accessories))
+        }
+        switch type {
+        case "hello":
+            message = .hello(
+                id: id, version: try c.decode(Int.self, forKey: .version),
+                daemonVersion: try c.decode(String.self, forKey: .daemon),
+                sessionID: try c.decode(String.self, forKey: .session))
+        case "snapshot": message = .snapshot(id: id, try snapshot())
+        case "list": message = .list(id: id, try snapshot())
+        case "connect", "disconnect":
+            message = .event(
+                AccessoryEvent(
+                    type == "connect" ? .connect : .disconnect, sequence: try c.decode(UInt64.self, forKey: .seq),
+                    accessory: try c.decode(Accessory.self, forKey: .accessory)))
+        case "status": message = .status(id: id, try DaemonStatus(from: decoder))
+        case "ok": message = .ok(id: id, connectionID: try c.decodeIfPresent(ConnectionID.self, forKey: .connectionID))
+        case "error":
+            message = .error(
+                id: id,
+                ProtocolError(
+                    try c.decode(ProtocolError.Code.self, forKey: .code), try c.decode(String.self, forKey: .message)))
+        case "shutdown": message = .shutdown(reason: try c.decode(String.self, forKey: .reason))
+        default:
+            throw ProtocolError(.unknownType, "daemon message: type: unknown type '\(type)'")
+        }
+    }
+}

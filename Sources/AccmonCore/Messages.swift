@@ -1,0 +1,139 @@
+/// A client's correlation id for a request, echoed in the daemon's reply: a JSON string or integer.
+public enum RequestID: Codable, Sendable, Hashable, CustomStringConvertible {
+    case number(Int64)
+    case string(String)
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let number = try? container.decode(Int64.self) {  // try?: fall through to the string form
+            self = .number(number)
+        } else {
+            self = .string(try container.decode(String.self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .number(let number): try container.encode(number)
+        case .string(let string): try container.encode(string)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .number(let number): String(number)
+        case .string(let string): string
+        }
+    }
+}
+
+/// What a client asks of the daemon.
+public enum ClientRequest: Sendable, Hashable {
+    /// Negotiates the protocol version and names the client.
+    case hello(versions: [Int], clientName: String)
+    /// Asks for a snapshot of the matching accessories, then live events.
+    case subscribe(AccessoryFilter)
+    /// Stops live events.
+    case unsubscribe
+    /// Asks for a one-shot snapshot.
+    case list(AccessoryFilter)
+    /// Asks for the daemon's status.
+    case status
+    /// Makes the simulated source connect an accessory (daemon started with `--simulate` only).
+    case simulateConnect(Accessory)
+    /// Makes the simulated source disconnect a connection.
+    case simulateDisconnect(ConnectionID)
+
+    /// The wire name of the request's `type`.
+    public var typeName: String {
+        switch self {
+        case .hello: "hello"
+        case .subscribe: "subscribe"
+        case .unsubscribe: "unsubscribe"
+        case .list: "list"
+        case .status: "status"
+        case .simulateConnect, .simulateDisconnect: "simulate"
+        }
+    }
+}
+
+/// One line a client sends: a request and its optional correlation id.
+public struct ClientMessage: Sendable, Hashable {
+    /// The correlation id, echoed in the reply.
+    public var id: RequestID?
+    /// The request.
+    public var request: ClientRequest
+
+    /// Creates a message.
+    public init(id: RequestID? = nil, _ request: ClientRequest) {
+        self.id = id
+        self.request = request
+    }
+}
+
+/// A snapshot of connected accessories, current as of a sequence number.
+public struct Snapshot: Codable, Sendable, Hashable {
+    /// The sequence number of the last event reflected in the snapshot; live events that follow have higher numbers.
+    public var sequence: UInt64
+    /// The connected accessories, in connection order.
+    public var accessories: [Accessory]
+
+    /// Creates a snapshot.
+    public init(sequence: UInt64, accessories: [Accessory]) {
+        self.sequence = sequence
+        self.accessories = accessories
+    }
+}
+
+/// The daemon's status, the reply to `status`.
+public struct DaemonStatus: Codable, Sendable, Hashable {
+    /// The daemon's version.
+    public var daemonVersion: String
+    /// The protocol version of this connection.
+    public var protocolVersion: Int
+    /// Seconds since the daemon started.
+    public var uptimeSeconds: Double
+    /// Accessories connected now.
+    public var connectedAccessories: Int
+    /// Client connections open now.
+    public var sessions: Int
+    /// The last sequence number issued.
+    public var sequence: UInt64
+    /// Whether the simulated event source is enabled.
+    public var simulate: Bool
+
+    /// Creates a status.
+    public init(
+        daemonVersion: String, protocolVersion: Int, uptimeSeconds: Double, connectedAccessories: Int, sessions: Int,
+        sequence: UInt64, simulate: Bool
+    ) {
+        self.daemonVersion = daemonVersion
+        self.protocolVersion = protocolVersion
+        self.uptimeSeconds = uptimeSeconds
+        self.connectedAccessories = connectedAccessories
+        self.sessions = sessions
+        self.sequence = sequence
+        self.simulate = simulate
+    }
+}
+
+/// One line the daemon sends.
+public enum ServerMessage: Sendable, Hashable {
+    /// The reply to `hello`: the negotiated version, the daemon's version and the session id.
+    case hello(id: RequestID?, version: Int, daemonVersion: String, sessionID: String)
+    /// The reply to `subscribe`: the matching accessories; live events follow.
+    case snapshot(id: RequestID?, Snapshot)
+    /// The reply to `list`.
+    case list(id: RequestID?, Snapshot)
+    /// A live connect or disconnect.
+    case event(AccessoryEvent)
+    /// The reply to `status`.
+    case status(id: RequestID?, DaemonStatus)
+    /// Success of a request with no other reply (`unsubscribe`, `simulate`); `simulate connect` names the connection.
+    case ok(id: RequestID?, connectionID: ConnectionID?)
+    /// A request failed or a line could not be read.
+    case error(id: RequestID?, ProtocolError)
+    /// The daemon is stopping; the connection closes after this line.
+    case shutdown(reason: String)
+}

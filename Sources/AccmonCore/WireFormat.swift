@@ -1,0 +1,65 @@
+/// Constants of the wire protocol: newline-delimited JSON over a Unix stream socket.
+public enum WireFormat {
+    /// The protocol versions this build speaks, oldest first.
+    public static let supportedVersions: ClosedRange<Int> = 1...1
+    /// The longest line either side accepts, in bytes, newline excluded.
+    public static let maximumLineLength = 65_536
+    /// The default socket path; clients honour the `ACCMON_SOCKET` environment variable first.
+    public static let defaultSocketPath = "/run/accmon/accmon.sock"
+    /// The environment variable that overrides the socket path for clients.
+    public static let socketEnvironmentVariable = "ACCMON_SOCKET"
+
+    /// Picks the highest version both sides speak, or `nil`.
+    public static func negotiate(clientVersions: [Int]) -> Int? {
+        clientVersions.filter { supportedVersions.contains($0) }.max()
+    }
+}
+
+/// Splits a byte stream into lines, enforcing ``WireFormat/maximumLineLength``.
+///
+/// An over-long line is reported once and skipped up to its newline, so the stream resynchronises.
+public struct LineFramer: Sendable {
+    /// One unit the framer yields.
+    public enum Item: Sendable, Hashable {
+        /// A complete line without its newline.
+        case line([UInt8])
+        /// A line that exceeded the limit; its bytes were dropped.
+        case overlong
+    }
+
+    private var pending: [UInt8] = []
+    private var discarding = false
+    private let limit: Int
+
+    /// Creates a framer with the given limit.
+    public init(limit: Int = WireFormat.maximumLineLength) { self.limit = limit }
+
+    /// Appends received bytes and returns the items now complete.
+    public mutating func append(_ bytes: some Collection<UInt8>) -> [Item] {
+        var items: [Item] = []
+        var start = bytes.startIndex
+        while start != bytes.endIndex {
+            let newline = bytes[start...].firstIndex(of: 0x0A)
+            let chunk = bytes[start..<(newline ?? bytes.endIndex)]
+            if discarding {
+                if newline != nil { discarding = false }
+            } else if pending.count + chunk.count > limit {
+                pending.removeAll(keepingCapacity: false)
+                items.append(.overlong)
+                discarding = newline == nil
+            } else {
+                pending.append(contentsOf: chunk)
+                if newline != nil {
+                    items.append(.line(pending))
+                    pending.removeAll(keepingCapacity: true)
+                }
+            }
+            guard let newline else { break }
+            start = bytes.index(after: newline)
+        }
+        return items
+    }
+
+    /// Bytes buffered for a line not yet complete.
+    public var bufferedCount: Int { pending.count }
+}

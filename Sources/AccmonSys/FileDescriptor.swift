@@ -1,0 +1,51 @@
+import Glibc
+
+/// A file descriptor with the system calls accmon needs. A value: closing is explicit (``close()``).
+public struct FileDescriptor: RawRepresentable, Sendable, Hashable {
+    public var rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// Reads into `buffer`; returns 0 at end of file.
+    /// - Throws: ``Errno/wouldBlock`` on a non-blocking descriptor with nothing to read.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        try valueOrErrno { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Writes from `buffer`; returns the number of bytes written. Uses `send(MSG_NOSIGNAL)` on sockets.
+    public func write(_ buffer: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try valueOrErrno { Glibc.send(rawValue, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Writes all of `bytes`, blocking as needed. For blocking descriptors (client side, standard streams).
+    public func writeAll(_ bytes: some Collection<UInt8>) throws(Errno) {
+        let array = Array(bytes)
+        var offset = 0
+        while offset < array.count {
+            let written = array.withUnsafeBytes { raw in
+                let rest = UnsafeRawBufferPointer(rebasing: raw[offset...])
+                return Glibc.write(rawValue, rest.baseAddress, rest.count)
+            }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw Errno.current
+            }
+            offset += written
+        }
+    }
+
+    /// Closes the descriptor. Never retried on `EINTR` (Linux has closed it anyway).
+    public func close() {
+        _ = Glibc.close(rawValue)
+    }
+
+    /// Sets or clears `O_NONBLOCK`.
+    public func setNonBlocking(_ on: Bool = true) throws(Errno) {
+        let flags = try valueOrErrno { fcntl(rawValue, F_GETFL) }
+        _ = try valueOrErrno { fcntl(rawValue, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK) }
+    }
+
+    /// Standard error.
+    public static let standardError = FileDescriptor(rawValue: 2)
+    /// Standard output.
+    public static let standardOutput = FileDescriptor(rawValue: 1)
+}

@@ -1,0 +1,100 @@
+import AccmonCore
+import AccmonSys
+import Glibc
+
+/// How accmond runs.
+public struct DaemonConfiguration: Sendable {
+    /// Where the listening socket is bound.
+    public var socketPath: String
+    /// Whether `accmon simulate` may drive the simulated source.
+    public var simulate: Bool
+    /// The most bytes queued for one client that does not read; past it the client is disconnected.
+    public var maximumOutboundBytes: Int
+    /// Whether SIGTERM and SIGINT stop the daemon (off when a test runs it in process).
+    public var handlesSignals: Bool
+    /// Where the daemon logs.
+    public var logger: Logger
+
+    /// Creates a configuration.
+    public init(
+        socketPath: String = WireFormat.defaultSocketPath, simulate: Bool = false,
+        maximumOutboundBytes: Int = 4 << 20, handlesSignals: Bool = true,
+        logger: Logger = Logger(label: "accmond")
+    ) {
+        self.socketPath = socketPath
+        self.simulate = simulate
+        self.maximumOutboundBytes = maximumOutboundBytes
+        self.handlesSignals = handlesSignals
+        self.logger = logger
+    }
+}
+
+/// An error that stops accmond from starting.
+public struct DaemonError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// The accmond daemon: binds the socket, starts the event sources and runs the broker loop.
+public final class Daemon: Sendable {
+    private let configuration: DaemonConfiguration
+    private let sources: [any EventSource]
+    private let simulated: SimulatedEventSource?
+    private let stopFlag = StopFlag()
+    private let sink: EventSink
+
+    /// Creates a daemon with the given sources. With `configuration.simulate`, a ``SimulatedEventSource`` is added
+    /// (or the one among `sources` is used) for `accmon simulate`.
+    public init(configuration: DaemonConfiguration, sources: [any EventSource] = []) throws {
+        self.configuration = configuration
+        var sources = sources
+        var simulated = sources.lazy.compactMap { $0 as? SimulatedEventSource }.first
+        if configuration.simulate && simulated == nil {
+            let source = SimulatedEventSource()
+            sources.append(source)
+            simulated = source
+        }
+        self.sources = sources
+        self.simulated = configuration.simulate ? simulated : nil
+        do {
+            sink = try EventSink()
+        } catch {
+            throw DaemonError(description: "accmond: eventfd: \(error)")
+        }
+    }
+
+    /// Runs until SIGTERM or SIGINT (when ``DaemonConfiguration/handlesSignals``) or ``requestStop()``.
+    ///
+    /// - Important: blocks the calling thread, which becomes the broker loop: call it from `main` or a thread of
+    ///   its own, never from the cooperative pool.
+    public func run() throws {
+        let logger = configuration.logger
+        let listener: FileDescriptor
+        do {
+            listener = try UnixSocket.listen(path: configuration.socketPath)
+            try listener.setNonBlocking()
+        } catch {
+            throw DaemonError(description: "accmond: cannot listen: \(error)")
+        }
+        let broker = try Broker(
+            configuration: configuration, listener: listener, sink: sink, simulated: simulated, stopFlag: stopFlag)
+        for source in sources {
+            do {
+                try source.start(delivering: sink)
+            } catch {
+                throw DaemonError(description: "accmond: event source \(source.name): \(error)")
+            }
+        }
+        logger.notice(
+            "listening on \(configuration.socketPath)",
+            ["sources": sources.map(\.name).joined(separator: ","), "version": AccmonVersion.current])
+        broker.run()
+        for source in sources { source.stop() }
+        logger.notice("stopped")
+    }
+
+    /// Asks ``run()`` to stop as it does on SIGTERM. Safe from any thread.
+    public func requestStop() {
+        stopFlag.raise()
+        sink.wakeup.signal()
+    }
+}

@@ -1,0 +1,84 @@
+import AccmonCore
+import AccmonSys
+import Synchronization
+
+/// What an event source reports about one device, named by a source key (a sysfs path for udev).
+public enum SourceEvent: Sendable, Hashable {
+    /// The device is present with these properties (new, or updated).
+    case attached(key: String, Accessory)
+    /// The device is gone.
+    case detached(key: String)
+}
+
+/// Where event sources deliver reports: a thread-safe inbox that wakes the broker loop.
+public final class EventSink: Sendable {
+    private let inbox = Mutex<[SourceEvent]>([])
+    let wakeup: WakeupEvent
+
+    init() throws(Errno) { wakeup = try WakeupEvent() }
+
+    /// Queues `events` for the broker. Safe from any thread.
+    public func deliver(_ events: [SourceEvent]) {
+        inbox.withLock { $0.append(contentsOf: events) }
+        wakeup.signal()
+    }
+
+    func take() -> [SourceEvent] {
+        inbox.withLock { inbox in
+            defer { inbox.removeAll(keepingCapacity: true) }
+            return inbox
+        }
+    }
+}
+
+/// A producer of device reports: udev, the simulated source, a test's scripted source.
+///
+/// The broker calls ``start(delivering:)`` once before serving clients and ``stop()`` once at shutdown.
+public protocol EventSource: AnyObject, Sendable {
+    /// A short name for logs, such as `udev` or `simulated`.
+    var name: String { get }
+    /// Starts reporting to `sink`, from any thread. Devices present at start are reported first.
+    func start(delivering sink: EventSink) throws
+    /// Stops reporting.
+    func stop()
+}
+
+/// A source whose devices are plugged and unplugged by calls: in process by tests, and over the socket by
+/// `accmon simulate` when accmond runs with `--simulate`.
+public final class SimulatedEventSource: EventSource {
+    public let name = "simulated"
+    /// The prefix of this source's keys.
+    static let keyPrefix = "simulated/"
+    private struct State {
+        var sink: EventSink?
+        var nextKey: UInt64 = 1
+    }
+    private let state = Mutex(State())
+
+    /// Creates a source with no devices.
+    public init() {}
+
+    public func start(delivering sink: EventSink) throws {
+        state.withLock { $0.sink = sink }
+    }
+
+    public func stop() {
+        state.withLock { $0.sink = nil }
+    }
+
+    /// Plugs in `accessory`; returns its source key.
+    @discardableResult
+    public func connect(_ accessory: Accessory) -> String {
+        let (sink, key) = state.withLock { state in
+            defer { state.nextKey += 1 }
+            return (state.sink, "\(Self.keyPrefix)\(state.nextKey)")
+        }
+        sink?.deliver([.attached(key: key, accessory)])
+        return key
+    }
+
+    /// Unplugs the device under `key`.
+    public func disconnect(key: String) {
+        state.withLock { $0.sink }?.deliver([.detached(key: key)])
+    }
+}

@@ -1,0 +1,94 @@
+import AccmonSys
+import Glibc
+
+/// The bytes waiting to be written to one client, bounded in size.
+///
+/// Holds references to encoded lines, so one event's bytes are shared by every queue they sit in.
+struct OutboundQueue {
+    private var chunks: [[UInt8]] = []
+    private var head = 0
+    private var headOffset = 0
+    /// Bytes waiting.
+    private(set) var byteCount = 0
+    /// The most bytes the queue may hold.
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    var isEmpty: Bool { byteCount == 0 }
+
+    /// Appends `line`; returns false, leaving the queue unchanged, when it would pass the limit.
+    mutating func append(_ line: [UInt8]) -> Bool {
+        guard byteCount + line.count <= limit else { return false }
+        chunks.append(line)
+        byteCount += line.count
+        return true
+    }
+
+    /// Appends `line` even past the limit: for the few bytes of a final message.
+    mutating func appendUnbounded(_ line: [UInt8]) {
+        chunks.append(line)
+        byteCount += line.count
+    }
+
+    /// Writes as much as the socket takes, several lines per system call.
+    /// - Returns: true when everything was written.
+    /// - Throws: the socket's error other than would-block (the peer is gone).
+    mutating func flush(to fd: FileDescriptor) throws(Errno) -> Bool {
+        while byteCount > 0 {
+            let batch = min(chunks.count - head, 64)
+            var vectors: [iovec] = []
+            vectors.reserveCapacity(batch)
+            // The iovecs point into `chunks`, which is not mutated until writev returns.
+            let written: Int = chunks.withUnsafeBufferPointer { all in
+                var pins: [UnsafeRawBufferPointer] = []
+                for index in head..<(head + batch) {
+                    all[index].withUnsafeBytes { raw in
+                        let start = index == head ? headOffset : 0
+                        pins.append(UnsafeRawBufferPointer(rebasing: raw[start...]))
+                    }
+                }
+                for pin in pins {
+                    vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: pin.baseAddress), iov_len: pin.count))
+                }
+                var header = msghdr()
+                return vectors.withUnsafeMutableBufferPointer { vectors in
+                    header.msg_iov = vectors.baseAddress
+                    header.msg_iovlen = vectors.count
+                    return sendmsg(fd.rawValue, &header, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+                }
+            }
+            if written < 0 {
+                let error = Errno.current
+                if error == .interrupted { continue }
+                if error == .wouldBlock { return false }
+                throw error
+            }
+            consume(written)
+        }
+        return true
+    }
+
+    private mutating func consume(_ count: Int) {
+        var remaining = count
+        byteCount -= count
+        while remaining > 0 {
+            let available = chunks[head].count - headOffset
+            if remaining >= available {
+                remaining -= available
+                head += 1
+                headOffset = 0
+            } else {
+                headOffset += remaining
+                remaining = 0
+            }
+        }
+        if head == chunks.count {
+            chunks.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 1024 {
+            chunks.removeFirst(head)
+            head = 0
+        }
+    }
+}

@@ -1,0 +1,19 @@
+// Linux headers that Swift's Glibc module does not export, and small helpers over macros.
+#ifndef CACCMON_SHIMS_H
+#define CACCMON_SHIMS_H
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <grp.h>
+#include <pwd.h>
+
+/// accept4(2) with no address; flags as for accept4.
+int CAccmonShims_accept(int fd, int flags);
+
+/// SO_PEERCRED: the peer's pid, uid and gid. Returns 0, or -1 with errno set.
+int CAccmonShims_peerCredentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+
+#endif

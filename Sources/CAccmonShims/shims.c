@@ -1,0 +1,16 @@
+#define _GNU_SOURCE
+#include "CAccmonShims.h"
+
+int CAccmonShims_accept(int fd, int flags) {
+    return accept4(fd, NULL, NULL, flags);
+}
+
+int CAccmonShims_peerCredentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred credentials;
+    socklen_t length = sizeof credentials;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    *pid = credentials.pid;
+    *uid = credentials.uid;
+    *gid = credentials.gid;
+    return 0;
+}

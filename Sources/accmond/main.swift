@@ -1,0 +1,68 @@
+import AccmonCore
+import AccmonSys
+import AccmondKit
+import Glibc
+
+let usage = """
+    Usage: accmond [--socket PATH] [--simulate] [--log-level LEVEL] [--max-client-buffer BYTES]
+
+    The accmon daemon: publishes accessory connect and disconnect events on a Unix socket.
+
+    Options:
+      --socket PATH              listen here (default \(WireFormat.defaultSocketPath))
+      --simulate                 enable the simulated event source driven by `accmon simulate`
+      --log-level LEVEL          trace, debug, info, notice, warning, error or critical (default info)
+      --max-client-buffer BYTES  bytes queued for a client that does not read before it is dropped (default 4194304)
+      -h, --help                 show this help
+      --version                  show the version
+
+    """
+
+func fail(_ message: String) -> Never {
+    try? FileDescriptor.standardError.writeAll("Error: \(message)\n\(usage)See 'accmond --help'.\n".utf8)  // try?: exiting anyway
+    exit(64)
+}
+
+func parseArguments(_ list: [String]) -> DaemonConfiguration {
+    var configuration = DaemonConfiguration()
+    var arguments = list[...]
+    func value(for option: String) -> String {
+        guard let value = arguments.popFirst() else { fail("\(option) needs a value") }
+        return value
+    }
+    while let argument = arguments.popFirst() {
+    switch argument {
+    case "--socket": configuration.socketPath = value(for: argument)
+    case "--simulate": configuration.simulate = true
+    case "--log-level":
+        let text = value(for: argument)
+        guard let level = LogLevel(rawValue: text) else {
+            fail("--log-level: '\(text)' is not a level (\(LogLevel.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        configuration.logger.level = level
+    case "--max-client-buffer":
+        let text = value(for: argument)
+        guard let bytes = Int(text), bytes >= 4096 else { fail("--max-client-buffer: '\(text)' is not a number ≥ 4096") }
+        configuration.maximumOutboundBytes = bytes
+    case "-h", "--help":
+        try? FileDescriptor.standardOutput.writeAll(usage.utf8)  // try?: exiting anyway
+        exit(0)
+    case "--version":
+        try? FileDescriptor.standardOutput.writeAll("accmond \(AccmonVersion.current)\n".utf8)  // try?: exiting anyway
+        exit(0)
+    default: fail("unknown argument '\(argument)'")
+    }
+    }
+    return configuration
+}
+
+let configuration = parseArguments(Array(CommandLine.arguments.dropFirst()))
+
+ignoreBrokenPipeSignal()
+SignalDescriptor.block([SIGTERM, SIGINT])
+do {
+    try Daemon(configuration: configuration).run()
+} catch {
+    configuration.logger.critical("\(error)")
+    exit(1)
+}
