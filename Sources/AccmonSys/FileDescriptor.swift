@@ -33,6 +33,22 @@ public struct FileDescriptor: RawRepresentable, Sendable, Hashable {
         }
     }
 
+    /// Sends all of `bytes` on a blocking socket, without raising `SIGPIPE` when the peer is gone.
+    public func sendAll(_ bytes: [UInt8]) throws(Errno) {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes.withUnsafeBytes { raw in
+                let rest = UnsafeRawBufferPointer(rebasing: raw[offset...])
+                return Glibc.send(rawValue, rest.baseAddress, rest.count, Int32(MSG_NOSIGNAL))
+            }
+            if sent < 0 {
+                if errno == EINTR { continue }
+                throw Errno.current
+            }
+            offset += sent
+        }
+    }
+
     /// Closes the descriptor. Never retried on `EINTR` (Linux has closed it anyway).
     public func close() {
         _ = Glibc.close(rawValue)

@@ -368,7 +368,7 @@ final class Broker {
             self.listener = nil
             removeSocketFile()
         }
-        let goodbye = codec.encode(.shutdown(reason: "accmond is stopping"))
+        let goodbye = codec.encode(.shutdown(reason: "the daemon is shutting down"))
         for session in sessions.values where pendingClose[session.number] == nil {
             session.outbound.appendUnbounded(goodbye)
             pendingFlush.insert(session.number)

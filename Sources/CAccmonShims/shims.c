@@ -1,5 +1,14 @@
 #define _GNU_SOURCE
 #include "CAccmonShims.h"
+#include <pthread.h>
+#include <string.h>
+
+void CAccmonShims_nameThread(const char *name) {
+    char shortName[16];
+    strncpy(shortName, name, sizeof shortName - 1);
+    shortName[sizeof shortName - 1] = 0;
+    pthread_setname_np(pthread_self(), shortName);
+}
 
 int CAccmonShims_accept(int fd, int flags) {
     return accept4(fd, NULL, NULL, flags);

@@ -16,4 +16,7 @@ int CAccmonShims_accept(int fd, int flags);
 /// SO_PEERCRED: the peer's pid, uid and gid. Returns 0, or -1 with errno set.
 int CAccmonShims_peerCredentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 
+/// Names the calling thread (pthread_setname_np; at most 15 bytes).
+void CAccmonShims_nameThread(const char *name);
+
 #endif

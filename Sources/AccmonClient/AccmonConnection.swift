@@ -1,0 +1,145 @@
+public import AccmonCore
+import AccmonSys
+import Glibc
+import Synchronization
+
+/// A connection to accmond.
+///
+/// ```swift
+/// let connection = try await AccmonConnection.connect(clientName: "my-app")
+/// let subscription = try await connection.subscribe(AccessoryFilter(kind: .serial))
+/// for accessory in subscription.snapshot.accessories { print("present:", accessory.name) }
+/// for try await event in subscription { print(event.change, event.accessory.name) }
+/// ```
+///
+/// The connection reads the socket on a thread of its own, so no blocking call runs on Swift's cooperative pool.
+/// One connection carries at most one subscription at a time.
+public final class AccmonConnection: Sendable {
+    /// The socket path used.
+    public let socketPath: String
+    /// The session id the daemon gave this connection.
+    public let sessionID: String
+    /// The negotiated protocol version.
+    public let protocolVersion: Int
+    /// The daemon's version.
+    public let daemonVersion: String
+
+    private let channel: Channel
+
+    private init(socketPath: String, channel: Channel, hello: (version: Int, daemon: String, session: String)) {
+        self.socketPath = socketPath
+        self.channel = channel
+        self.protocolVersion = hello.version
+        self.daemonVersion = hello.daemon
+        self.sessionID = hello.session
+    }
+
+    /// The socket path a client uses: `explicitPath`, else `$ACCMON_SOCKET`, else `/run/accmon/accmon.sock`.
+    public static func resolveSocketPath(_ explicitPath: String? = nil) -> String {
+        if let explicitPath, !explicitPath.isEmpty { return explicitPath }
+        if let fromEnvironment = environmentValue(WireFormat.socketEnvironmentVariable), !fromEnvironment.isEmpty {
+            return fromEnvironment
+        }
+        return WireFormat.defaultSocketPath
+    }
+
+    /// Connects to accmond and negotiates the protocol version.
+    ///
+    /// - Parameters:
+    ///   - socketPath: the socket; `nil` uses ``resolveSocketPath(_:)``.
+    ///   - clientName: a name for the daemon's logs and status.
+    /// - Throws: ``AccmonError`` with ``AccmonError/Code/daemonUnavailable`` when nothing listens (is accmond
+    ///   running?), ``AccmonError/Code/permissionDenied`` when the socket's permissions refuse this user.
+    public static func connect(socketPath: String? = nil, clientName: String) async throws(AccmonError)
+        -> AccmonConnection
+    {
+        let path = resolveSocketPath(socketPath)
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try UnixSocket.connect(path: path)
+        } catch {
+            throw connectError(error, path: path)
+        }
+        let channel = Channel(descriptor: descriptor)
+        do {
+            try channel.startReading()
+        } catch {
+            descriptor.close()
+            throw AccmonError(.connectionClosed, "accmon: cannot start the reader thread: \(error)")
+        }
+        let reply = try await channel.request(.hello(versions: Array(WireFormat.supportedVersions), clientName: clientName))
+        guard case .hello(_, let version, let daemonVersion, let sessionID) = reply else {
+            channel.close()
+            throw AccmonError(.invalidResponse, "accmon: hello: unexpected reply from accmond")
+        }
+        return AccmonConnection(
+            socketPath: path, channel: channel, hello: (version, daemonVersion, sessionID))
+    }
+
+    private static func connectError(_ error: SocketError, path: String) -> AccmonError {
+        switch error.errno {
+        case .permissionDenied, .notPermitted:
+            return AccmonError(
+                .permissionDenied,
+                "accmon: cannot connect to '\(path)': \(error.errno); is this user in the 'accmon' group?")
+        default:
+            return AccmonError(
+                .daemonUnavailable,
+                "accmon: cannot connect to '\(path)': \(error.errno); is accmond running? "
+                    + "(`systemctl status accmond`, or set \(WireFormat.socketEnvironmentVariable))")
+        }
+    }
+
+    /// Subscribes: returns the snapshot of connected accessories that match `filter`, then yields live events.
+    ///
+    /// No accessory is missing from or repeated between the snapshot and the events.
+    /// - Throws: ``AccmonError`` when the daemon refuses (for example when already subscribed) or is gone.
+    public func subscribe(_ filter: AccessoryFilter = .all) async throws(AccmonError) -> AccessorySubscription {
+        let events = channel.openEventStream()
+        let reply = try await channel.request(.subscribe(filter))
+        guard case .snapshot(_, let snapshot) = reply else {
+            throw AccmonError(.invalidResponse, "accmon: subscribe: unexpected reply from accmond")
+        }
+        return AccessorySubscription(snapshot: snapshot, events: events, channel: channel)
+    }
+
+    /// Ends the subscription; its event sequence finishes.
+    public func unsubscribe() async throws(AccmonError) {
+        _ = try await channel.request(.unsubscribe)
+        channel.finishEventStream(throwing: nil)
+    }
+
+    /// A one-shot snapshot of the connected accessories that match `filter`.
+    public func list(_ filter: AccessoryFilter = .all) async throws(AccmonError) -> Snapshot {
+        guard case .list(_, let snapshot) = try await channel.request(.list(filter)) else {
+            throw AccmonError(.invalidResponse, "accmon: list: unexpected reply from accmond")
+        }
+        return snapshot
+    }
+
+    /// The daemon's status.
+    public func status() async throws(AccmonError) -> DaemonStatus {
+        guard case .status(_, let status) = try await channel.request(.status) else {
+            throw AccmonError(.invalidResponse, "accmon: status: unexpected reply from accmond")
+        }
+        return status
+    }
+
+    /// Plugs in a simulated accessory (accmond must run with `--simulate`); returns its connection id.
+    public func simulateConnect(_ accessory: Accessory) async throws(AccmonError) -> ConnectionID {
+        guard case .ok(_, let connectionID?) = try await channel.request(.simulateConnect(accessory)) else {
+            throw AccmonError(.invalidResponse, "accmon: simulate: accmond did not name the new connection")
+        }
+        return connectionID
+    }
+
+    /// Unplugs a simulated accessory.
+    public func simulateDisconnect(_ connectionID: ConnectionID) async throws(AccmonError) {
+        _ = try await channel.request(.simulateDisconnect(connectionID))
+    }
+
+    /// Closes the connection: pending requests fail and the event sequence finishes. Idempotent.
+    public func close() {
+        channel.close()
+    }
+}

@@ -1,0 +1,294 @@
+import AccmonClient
+import AccmonCore
+import Glibc
+
+/// A subcommand: parsed completely before anything connects to the daemon.
+protocol Command {
+    static var name: String { get }
+    static var abstract: String { get }
+    static var usage: String { get }
+    init(_ arguments: inout Arguments, socket: String?) throws(UsageError)
+    func run() async throws(AccmonError)
+}
+
+/// Options every subcommand takes.
+struct CommonOptions {
+    var socket: String?
+
+    /// Consumes `option` if it is common; returns whether it was.
+    mutating func parse(_ option: String, _ arguments: inout Arguments) throws(UsageError) -> Bool {
+        guard option == "--socket" else { return false }
+        socket = try arguments.value(for: option)
+        return true
+    }
+
+    func connect() async throws(AccmonError) -> AccmonConnection {
+        try await AccmonConnection.connect(socketPath: socket, clientName: "accmon")
+    }
+
+    static let help = """
+          --socket PATH      accmond's socket (default: $ACCMON_SOCKET, else \(WireFormat.defaultSocketPath))
+          -h, --help         show this help
+        """
+}
+
+struct WatchCommand: Command {
+    static let name = "watch"
+    static let abstract = "Show accessories as they connect and disconnect, until Ctrl-C."
+    static let usage = """
+        Usage: accmon watch [--json] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME] [--socket PATH]
+
+        \(abstract)
+        First prints the accessories connected now (as "present"), then one line per event: time, connect or
+        disconnect, kind, vendor:product, name, serial, device node, connection id.
+
+        Options:
+          --json             print the protocol's messages as NDJSON: the snapshot, then each event
+        \(filterOptionsHelp)
+        \(CommonOptions.help)
+
+        """
+
+    var common: CommonOptions
+    var json = false
+    var filter = AccessoryFilter()
+
+    init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
+        common = CommonOptions(socket: socket)
+        while let option = arguments.next() {
+            if option == "--json" {
+                json = true
+            } else if try !common.parse(option, &arguments), try !parseFilterOption(option, &arguments, into: &filter) {
+                throw UsageError(message: "unknown option '\(option)'")
+            }
+        }
+    }
+
+    func run() async throws(AccmonError) {
+        let connection = try await common.connect()
+        let subscription = try await connection.subscribe(filter)
+        let style = Style.standardOutput
+        let codec = ProtocolCodec()
+        if json {
+            writeOut(String(decoding: codec.encode(.snapshot(id: nil, subscription.snapshot)), as: UTF8.self))
+        } else {
+            for accessory in subscription.snapshot.accessories { writeOut(humanLine("present", accessory, style: style)) }
+        }
+        do {
+            for try await event in subscription {
+                if json {
+                    writeOut(String(decoding: codec.encode(.event(event)), as: UTF8.self))
+                } else {
+                    writeOut(humanLine(event.change.rawValue, event.accessory, style: style))
+                }
+            }
+        } catch let error as AccmonError {
+            throw error
+        } catch {
+            throw AccmonError(.connectionClosed, "accmon: watch: \(error)")
+        }
+    }
+}
+
+struct ListCommand: Command {
+    static let name = "list"
+    static let abstract = "List the accessories connected now."
+    static let usage = """
+        Usage: accmon list [--json] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME] [--socket PATH]
+
+        \(abstract)
+
+        Options:
+          --json             print {"version":1,"seq":N,"accessories":[...]} with sorted keys
+        \(filterOptionsHelp)
+        \(CommonOptions.help)
+
+        """
+
+    var common: CommonOptions
+    var json = false
+    var filter = AccessoryFilter()
+
+    init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
+        common = CommonOptions(socket: socket)
+        while let option = arguments.next() {
+            if option == "--json" {
+                json = true
+            } else if try !common.parse(option, &arguments), try !parseFilterOption(option, &arguments, into: &filter) {
+                throw UsageError(message: "unknown option '\(option)'")
+            }
+        }
+    }
+
+    struct Output: Encodable {
+        var version = jsonOutputVersion
+        var seq: UInt64
+        var accessories: [Accessory]
+    }
+
+    func run() async throws(AccmonError) {
+        let connection = try await common.connect()
+        let snapshot = try await connection.list(filter)
+        connection.close()
+        if json {
+            writeOut(jsonLine(Output(seq: snapshot.sequence, accessories: snapshot.accessories)))
+            return
+        }
+        let rows = snapshot.accessories.map { accessory in
+            [
+                accessory.connectionID.description, accessory.kind.rawValue, accessory.usbID,
+                quotedIfNeeded(accessory.name), quotedIfNeeded(accessory.serialNumber),
+                accessory.deviceNodes.joined(separator: ","),
+            ]
+        }
+        writeOut(table(["CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"], rows))
+    }
+}
+
+struct StatusCommand: Command {
+    static let name = "status"
+    static let abstract = "Show the daemon's version, uptime, accessories and sessions."
+    static let usage = """
+        Usage: accmon status [--json] [--socket PATH]
+
+        \(abstract)
+
+        Options:
+          --json             print the status as one JSON object with sorted keys
+        \(CommonOptions.help)
+
+        """
+
+    var common: CommonOptions
+    var json = false
+
+    init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
+        common = CommonOptions(socket: socket)
+        while let option = arguments.next() {
+            if option == "--json" {
+                json = true
+            } else if try !common.parse(option, &arguments) {
+                throw UsageError(message: "unknown option '\(option)'")
+            }
+        }
+    }
+
+    struct Output: Encodable {
+        var version = jsonOutputVersion
+        var socket: String
+        var status: DaemonStatus
+    }
+
+    func run() async throws(AccmonError) {
+        let connection = try await common.connect()
+        let status = try await connection.status()
+        connection.close()
+        if json {
+            writeOut(jsonLine(Output(socket: connection.socketPath, status: status)))
+            return
+        }
+        writeOut(
+            """
+            accmond \(status.daemonVersion) on \(connection.socketPath) (protocol \(status.protocolVersion))
+            uptime:       \(Int(status.uptimeSeconds)) s
+            accessories:  \(status.connectedAccessories) connected
+            sessions:     \(status.sessions)
+            sequence:     \(status.sequence)
+            simulation:   \(status.simulate ? "on" : "off")
+
+            """)
+    }
+}
+
+struct SimulateCommand: Command {
+    static let name = "simulate"
+    static let abstract = "Plug or unplug a simulated accessory (accmond must run with --simulate)."
+    static let usage = """
+        Usage: accmon simulate connect --kind KIND [ACCESSORY OPTIONS] [--socket PATH]
+               accmon simulate disconnect CONNECTION_ID [--socket PATH]
+
+        \(abstract)
+        `connect` prints the new connection id.
+
+        Accessory options (every field of the accessory model):
+          --kind KIND            usb, serial or bluetooth-hid (required)
+          --vendor ID            vendor id (hex)          --product ID         product id (hex)
+          --name TEXT            display name             --manufacturer TEXT  manufacturer
+          --model TEXT           model number             --serial TEXT        serial number
+          --firmware TEXT        firmware revision        --hardware TEXT      hardware revision
+          --protocol NAME        a protocol string (repeatable)
+          --node PATH            a device node (repeatable)
+          --sysfs PATH           sysfs path               --port PATH          USB port path (such as 1-1.2)
+          --id TEXT              accessory id (default: derived from kind, ids and serial or port)
+        \(CommonOptions.help)
+
+        """
+
+    enum Action {
+        case connect(Accessory)
+        case disconnect(ConnectionID)
+    }
+
+    var common: CommonOptions
+    var action: Action
+
+    init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
+        common = CommonOptions(socket: socket)
+        switch arguments.next() {
+        case "connect":
+            var kind: AccessoryKind?
+            var accessory = Accessory(kind: .usb)
+            var accessoryID: String?
+            while let option = arguments.next() {
+                if try common.parse(option, &arguments) { continue }
+                switch option {
+                case "--kind": kind = try parseKind(arguments.value(for: option))
+                case "--vendor": accessory.vendorID = try parseHexID(arguments.value(for: option), option)
+                case "--product": accessory.productID = try parseHexID(arguments.value(for: option), option)
+                case "--name": accessory.name = try arguments.value(for: option)
+                case "--manufacturer": accessory.manufacturer = try arguments.value(for: option)
+                case "--model": accessory.modelNumber = try arguments.value(for: option)
+                case "--serial": accessory.serialNumber = try arguments.value(for: option)
+                case "--firmware": accessory.firmwareRevision = try arguments.value(for: option)
+                case "--hardware": accessory.hardwareRevision = try arguments.value(for: option)
+                case "--protocol": accessory.protocolStrings.append(try arguments.value(for: option))
+                case "--node": accessory.deviceNodes.append(try arguments.value(for: option))
+                case "--sysfs": accessory.sysfsPath = try arguments.value(for: option)
+                case "--port": accessory.portPath = try arguments.value(for: option)
+                case "--id": accessoryID = try arguments.value(for: option)
+                default: throw UsageError(message: "unknown option '\(option)'")
+                }
+            }
+            guard let kind else { throw UsageError(message: "simulate connect: --kind is required") }
+            accessory.kind = kind
+            accessory.accessoryID = accessoryID ?? accessory.derivedAccessoryID
+            action = .connect(accessory)
+        case "disconnect":
+            var connectionID: ConnectionID?
+            while let argument = arguments.next() {
+                if try common.parse(argument, &arguments) { continue }
+                guard connectionID == nil, let number = UInt64(argument) else {
+                    throw UsageError(message: "simulate disconnect: '\(argument)' is not a connection id")
+                }
+                connectionID = ConnectionID(number)
+            }
+            guard let connectionID else { throw UsageError(message: "simulate disconnect: CONNECTION_ID is required") }
+            action = .disconnect(connectionID)
+        case let other?:
+            throw UsageError(message: "simulate: unknown action '\(other)' (expected connect or disconnect)")
+        case nil:
+            throw UsageError(message: "simulate: an action is required (connect or disconnect)")
+        }
+    }
+
+    func run() async throws(AccmonError) {
+        let connection = try await common.connect()
+        defer { connection.close() }
+        switch action {
+        case .connect(let accessory):
+            writeOut("\(try await connection.simulateConnect(accessory))\n")
+        case .disconnect(let connectionID):
+            try await connection.simulateDisconnect(connectionID)
+        }
+    }
+}

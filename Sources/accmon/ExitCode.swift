@@ -1,0 +1,38 @@
+import AccmonClient
+import AccmonSys
+import Glibc
+
+/// Exit codes after sysexits.h.
+enum ExitCode: Int32 {
+    case success = 0
+    case failure = 1
+    case usage = 64
+    case unavailable = 69
+    case permissionDenied = 77
+
+    /// The exit code for a client library error.
+    init(_ error: AccmonError) {
+        switch error.code {
+        case .daemonUnavailable, .daemonStopped, .connectionClosed: self = .unavailable
+        case .permissionDenied: self = .permissionDenied
+        default: self = .failure
+        }
+    }
+}
+
+/// A usage error: printed as `Error: …`, the command's usage, and a pointer to `--help`; exit 64.
+struct UsageError: Error {
+    var message: String
+}
+
+func writeOut(_ text: String) {
+    try? FileDescriptor.standardOutput.writeAll(text.utf8)  // try?: a closed stdout (a pipe to head) ends us anyway
+}
+
+func writeError(_ text: String) {
+    try? FileDescriptor.standardError.writeAll(text.utf8)  // try?: nowhere left to report it
+}
+
+func exit(_ code: ExitCode) -> Never {
+    Glibc.exit(code.rawValue)
+}

@@ -1,0 +1,99 @@
+import AccmonCore
+import AccmonSys
+import FoundationEssentials
+import Glibc
+
+/// How human output is styled: colour only on a terminal and never with `NO_COLOR` set.
+struct Style {
+    let colour: Bool
+
+    static let standardOutput = Style(
+        colour: isTerminal(.standardOutput) && (environmentValue("NO_COLOR") ?? "").isEmpty)
+
+    func paint(_ text: String, _ code: String) -> String {
+        colour ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
+    }
+}
+
+/// The local wall-clock time as `YYYY-MM-DD HH:MM:SS.mmm`.
+func timestamp() -> String {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    var seconds = now.tv_sec
+    var parts = tm()
+    localtime_r(&seconds, &parts)
+    func pad(_ value: Int32, _ width: Int) -> String {
+        let text = String(value)
+        return String(repeating: "0", count: max(0, width - text.count)) + text
+    }
+    return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2)) "
+        + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2))."
+        + pad(Int32(now.tv_nsec / 1_000_000), 3)
+}
+
+/// One human line for a watch event: time, change, kind, vendor:product, name, serial, device node, connection id.
+func humanLine(_ label: String, _ accessory: Accessory, style: Style) -> String {
+    let painted: String
+    switch label {
+    case "connect": painted = style.paint(label.padding(10), "32")
+    case "disconnect": painted = style.paint(label.padding(10), "31")
+    default: painted = style.paint(label.padding(10), "2")
+    }
+    var fields = [
+        timestamp(), painted, accessory.kind.rawValue.padding(13), accessory.usbID,
+        accessory.name.isEmpty ? "\"\"" : quotedIfNeeded(accessory.name),
+    ]
+    if !accessory.serialNumber.isEmpty { fields.append("serial=\(quotedIfNeeded(accessory.serialNumber))") }
+    if let node = accessory.deviceNodes.first { fields.append(node) }
+    fields.append("conn=\(accessory.connectionID)")
+    return fields.joined(separator: "  ") + "\n"
+}
+
+/// Quotes text with spaces or control characters, so that each field stays one token.
+func quotedIfNeeded(_ text: String) -> String {
+    let plain = text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0 != "\"" && $0.value != 0x7F }
+    if plain { return text }
+    var quoted = "\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": quoted += "\\\""
+        case "\\": quoted += "\\\\"
+        case _ where scalar.value < 0x20 || scalar.value == 0x7F: quoted += "\\u{\(String(scalar.value, radix: 16))}"
+        default: quoted.unicodeScalars.append(scalar)
+        }
+    }
+    return quoted + "\""
+}
+
+/// A table with left-aligned columns.
+func table(_ header: [String], _ rows: [[String]]) -> String {
+    var widths = header.map(\.count)
+    for row in rows {
+        for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+    }
+    func line(_ cells: [String]) -> String {
+        cells.enumerated().map { index, cell in index == cells.count - 1 ? cell : cell.padding(widths[index]) }
+            .joined(separator: "  ") + "\n"
+    }
+    return ([header] + rows).map(line).joined()
+}
+
+/// Stable, sorted-key JSON for `--json` output, one line.
+func jsonLine(_ value: some Encodable) -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    do {
+        return String(decoding: try encoder.encode(value), as: UTF8.self) + "\n"
+    } catch {
+        preconditionFailure("--json encoding failed: \(error)")  // only strings, numbers and arrays: cannot fail
+    }
+}
+
+/// The JSON output format's version, in every `--json` document.
+let jsonOutputVersion = 1
+
+extension String {
+    func padding(_ width: Int) -> String {
+        count >= width ? self : self + String(repeating: " ", count: width - count)
+    }
+}
