@@ -16,7 +16,14 @@ public struct ConnectionID: RawRepresentable, Codable, Sendable, Hashable, Compa
     public init(rawValue: UInt64) { self.rawValue = rawValue }
     public init(_ rawValue: UInt64) { self.rawValue = rawValue }
     public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(UInt64.self)
+        let container = try decoder.singleValueContainer()
+        do {
+            rawValue = try container.decode(UInt64.self)
+        } catch DecodingError.dataCorrupted {
+            // A number that does not fit (negative, fractional, too big): JSONDecoder reports it without a path.
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "expected an integer from 0 to \(UInt64.max)")
+        }
     }
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()

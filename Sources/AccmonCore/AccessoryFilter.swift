@@ -43,7 +43,7 @@ public struct AccessoryFilter: Codable, Sendable, Hashable {
     public func validationProblem() -> String? {
         for (field, value) in [("vendorID", vendorID), ("productID", productID)] {
             if let value, !Self.isHexID(value) {
-                return "filter: \(field): '\(value)' is not a hex id of 1 to 4 digits (such as \"0403\")"
+                return "filter.\(field): '\(value)' is not a hex id of 1 to 4 digits (such as \"0403\")"
             }
         }
         return nil

@@ -27,6 +27,10 @@ public struct ProtocolCodec {
         } catch {
             return .failure(ClientDecodingFailure(id: nil, error: Self.protocolError(error, context: "message")))
         }
+        guard !envelope.typeIsNotString else {
+            return .failure(ClientDecodingFailure(
+                id: envelope.id, error: ProtocolError(.invalidMessage, "message: type: expected a string")))
+        }
         guard let type = envelope.type else {
             return .failure(ClientDecodingFailure(
                 id: envelope.id, error: ProtocolError(.invalidMessage, "message: type: field 'type' is missing")))
@@ -59,7 +63,9 @@ public struct ProtocolCodec {
         } catch let error as ProtocolError {
             return .failure(ClientDecodingFailure(id: envelope.id, error: error))
         } catch {
-            return .failure(ClientDecodingFailure(id: envelope.id, error: Self.protocolError(error, context: type)))
+            // The envelope decoded, so the line is valid JSON whatever the body's error says.
+            return .failure(ClientDecodingFailure(
+                id: envelope.id, error: Self.protocolError(error, context: type, lineIsValidJSON: true)))
         }
     }
 
@@ -138,14 +144,22 @@ public struct ProtocolCodec {
     }
 
     /// Turns a decoding error into a protocol error whose message says where and why.
-    static func protocolError(_ error: any Error, context: String) -> ProtocolError {
+    ///
+    /// `lineIsValidJSON` says the line is known to parse: JSONDecoder reports a number that does not fit its Swift
+    /// type (such as `1.5` or `-1` for an unsigned id) as corrupt data with no coding path, which then means an
+    /// invalid field rather than malformed JSON.
+    static func protocolError(_ error: any Error, context: String, lineIsValidJSON: Bool = false) -> ProtocolError {
         guard let error = error as? DecodingError else {
             return ProtocolError(.malformedJSON, "\(context): \(error)")
         }
         switch error {
         case .dataCorrupted(let info) where info.codingPath.isEmpty:
+            if lineIsValidJSON {
+                return ProtocolError(.invalidField, "\(context): line: a number is out of range or not an integer")
+            }
             return ProtocolError(.malformedJSON, "\(context): line: not valid JSON")
-        case .typeMismatch(_, let info) where info.codingPath.isEmpty:
+        case .typeMismatch(_, let info) where info.codingPath.isEmpty,
+            .valueNotFound(_, let info) where info.codingPath.isEmpty:
             return ProtocolError(.invalidMessage, "\(context): line: expected a JSON object")
         case .keyNotFound(let key, let info):
             let path = (info.codingPath + [key]).map(\.displayName).joined(separator: ".")
@@ -166,7 +180,8 @@ public struct ProtocolCodec {
         if info.codingPath.last?.stringValue == "kind" {
             return "unknown kind (expected usb, serial or bluetooth-hid)"
         }
-        return "invalid value"
+        // With a coding path, corrupt data comes from our own types' checks, which say what they expected.
+        return info.debugDescription.isEmpty ? "invalid value" : info.debugDescription
     }
 
     private static func jsonTypeName(_ type: Any.Type) -> String {
@@ -174,7 +189,9 @@ public struct ProtocolCodec {
         case is String.Type: "a string"
         case is Bool.Type: "a boolean"
         case is Int.Type, is Int64.Type, is UInt64.Type, is Double.Type: "a number"
-        case is [Int].Type, is [String].Type: "an array"
+        case is [Any].Type: "an array"
+        case is [String: Any].Type: "an object"
+        case is RequestID.Type: "a string or an integer"
         default: type == AccessoryKind.self ? "a string" : "a value of another type"
         }
     }
@@ -202,12 +219,43 @@ extension DecodingError.Context {
 
 private struct Envelope: Decodable {
     var type: String?
+    /// `type` is present but not a string: an invalid message, whose `id` is still worth reporting.
+    var typeIsNotString = false
     var id: RequestID?
+
+    enum CodingKeys: String, CodingKey { case type, id }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decodeIfPresent(RequestID.self, forKey: .id)
+        do {
+            type = try c.decodeIfPresent(String.self, forKey: .type)
+        } catch DecodingError.typeMismatch {
+            typeIsNotString = true
+        }
+    }
 }
 
 private struct HelloBody: Decodable {
     var versions: [Int]
     var client: String?
+
+    enum CodingKeys: String, CodingKey { case versions, client }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        var list = try c.nestedUnkeyedContainer(forKey: .versions)
+        versions = []
+        while !list.isAtEnd {
+            do {
+                versions.append(try list.decode(Int.self))
+            } catch DecodingError.dataCorrupted {
+                // JSONDecoder drops the path for a number that does not fit; put it back.
+                throw DecodingError.dataCorruptedError(in: list, debugDescription: "expected an integer")
+            }
+        }
+        client = try c.decodeIfPresent(String.self, forKey: .client)
+    }
 }
 
 private struct FilterBody: Decodable {

@@ -7,8 +7,12 @@ public enum RequestID: Codable, Sendable, Hashable, CustomStringConvertible {
         let container = try decoder.singleValueContainer()
         if let number = try? container.decode(Int64.self) {  // try?: fall through to the string form
             self = .number(number)
+        } else if let string = try? container.decode(String.self) {
+            self = .string(string)
         } else {
-            self = .string(try container.decode(String.self))
+            throw DecodingError.typeMismatch(
+                RequestID.self,
+                .init(codingPath: container.codingPath, debugDescription: "expected a string or a 64-bit integer"))
         }
     }
 
