@@ -19,9 +19,13 @@ let package = Package(
         .target(name: "AccmonCore", swiftSettings: strictSettings),
         // Thin wrappers over the system calls the daemon and the client use.
         .target(name: "CAccmonShims"),
+        .systemLibrary(name: "CUdev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
         .target(name: "AccmonSys", dependencies: ["CAccmonShims"], swiftSettings: strictSettings),
         // The daemon's machinery: event sources, registry, broker loop, sessions, transport.
-        .target(name: "AccmondKit", dependencies: ["AccmonCore", "AccmonSys"], swiftSettings: strictSettings),
+        // libudev, wrapped: handles that unref in one place, used on one thread.
+        .target(name: "AccmonUdev", dependencies: ["AccmonCore", "AccmonSys", "CUdev"], swiftSettings: strictSettings),
+        .target(
+            name: "AccmondKit", dependencies: ["AccmonCore", "AccmonSys", "AccmonUdev"], swiftSettings: strictSettings),
         // The library for client apps.
         .target(name: "AccmonClient", dependencies: ["AccmonCore", "AccmonSys"], swiftSettings: strictSettings),
         .executableTarget(name: "accmond", dependencies: ["AccmondKit"], swiftSettings: strictSettings),

@@ -19,8 +19,11 @@ public struct ConnectionID: RawRepresentable, Codable, Sendable, Hashable, Compa
         let container = try decoder.singleValueContainer()
         do {
             rawValue = try container.decode(UInt64.self)
-        } catch DecodingError.dataCorrupted {
-            // A number that does not fit (negative, fractional, too big): JSONDecoder reports it without a path.
+        } catch let error as DecodingError {
+            throw error
+        } catch {
+            // A number that does not fit (negative, fractional, too big): JSONDecoder would report "not valid JSON"
+            // with no path.
             throw DecodingError.dataCorruptedError(
                 in: container, debugDescription: "expected an integer from 0 to \(UInt64.max)")
         }
@@ -67,13 +70,17 @@ public struct Accessory: Codable, Sendable, Hashable {
     public var sysfsPath: String
     /// The USB port path, such as `"1-1.2"`.
     public var portPath: String
+    /// For a serial port on a USB device, the number of the USB interface behind it (`bInterfaceNumber`, such as
+    /// `"00"`); empty otherwise.
+    public var interfaceNumber: String
 
     /// Creates an accessory; ``accessoryID`` defaults to one derived from the identity fields.
     public init(
         kind: AccessoryKind, accessoryID: String? = nil, connectionID: ConnectionID = ConnectionID(0),
         name: String = "", manufacturer: String = "", modelNumber: String = "", serialNumber: String = "",
         firmwareRevision: String = "", hardwareRevision: String = "", vendorID: String = "", productID: String = "",
-        protocolStrings: [String] = [], deviceNodes: [String] = [], sysfsPath: String = "", portPath: String = ""
+        protocolStrings: [String] = [], deviceNodes: [String] = [], sysfsPath: String = "", portPath: String = "",
+        interfaceNumber: String = ""
     ) {
         self.kind = kind
         self.connectionID = connectionID
@@ -89,17 +96,24 @@ public struct Accessory: Codable, Sendable, Hashable {
         self.deviceNodes = deviceNodes
         self.sysfsPath = sysfsPath
         self.portPath = portPath
+        self.interfaceNumber = interfaceNumber
         self.accessoryID = ""
         self.accessoryID = accessoryID ?? derivedAccessoryID
     }
 
-    /// The stable id derived from identity: kind, vendor, product and serial number when there is a serial number,
-    /// else the port path (the same device in the same port), else the sysfs path.
+    /// The stable id derived from identity: kind, vendor and product, then the serial number when there is one,
+    /// else the port path (the same device in the same port), else the sysfs path; then the interface number.
     public var derivedAccessoryID: String {
-        let model = "\(kind.rawValue):\(vendorID.isEmpty ? "-" : vendorID):\(productID.isEmpty ? "-" : productID)"
-        if !serialNumber.isEmpty { return "\(model):serial=\(serialNumber)" }
-        if !portPath.isEmpty { return "\(model):port=\(portPath)" }
-        return "\(model):sysfs=\(sysfsPath)"
+        var id = "\(kind.rawValue):\(usbID)"
+        if !serialNumber.isEmpty {
+            id += ":serial=\(serialNumber)"
+        } else if !portPath.isEmpty {
+            id += ":port=\(portPath)"
+        } else if !sysfsPath.isEmpty {
+            id += ":sysfs=\(sysfsPath)"
+        }
+        if !interfaceNumber.isEmpty { id += ":if=\(interfaceNumber)" }
+        return id
     }
 
     /// `vendorID:productID`, or `-` for a missing half.

@@ -1,7 +1,7 @@
 extension Accessory {
     enum CodingKeys: String, CodingKey {
         case kind, accessoryID, connectionID, name, manufacturer, modelNumber, serialNumber, firmwareRevision
-        case hardwareRevision, vendorID, productID, protocolStrings, deviceNodes, sysfsPath, portPath
+        case hardwareRevision, vendorID, productID, protocolStrings, deviceNodes, sysfsPath, portPath, interfaceNumber
     }
 
     /// Decodes an accessory; only `kind` is required, absent fields are empty and a missing `accessoryID` is derived.
@@ -18,7 +18,8 @@ extension Accessory {
             productID: try text(.productID),
             protocolStrings: try c.decodeIfPresent([String].self, forKey: .protocolStrings) ?? [],
             deviceNodes: try c.decodeIfPresent([String].self, forKey: .deviceNodes) ?? [],
-            sysfsPath: try text(.sysfsPath), portPath: try text(.portPath))
+            sysfsPath: try text(.sysfsPath), portPath: try text(.portPath),
+            interfaceNumber: try text(.interfaceNumber))
     }
 
     /// Encodes every field, empty ones included, so that clients see a fixed shape.
@@ -39,5 +40,6 @@ extension Accessory {
         try c.encode(deviceNodes, forKey: .deviceNodes)
         try c.encode(sysfsPath, forKey: .sysfsPath)
         try c.encode(portPath, forKey: .portPath)
+        try c.encode(interfaceNumber, forKey: .interfaceNumber)
     }
 }

@@ -140,3 +140,27 @@ public func monotonicNanoseconds() -> UInt64 {
     clock_gettime(CLOCK_MONOTONIC, &now)
     return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }
+
+/// A one-shot signal one thread waits on (blocking) until another raises it.
+public final class BlockingSignal: Sendable {
+    private let descriptor: FileDescriptor
+
+    /// Creates a blocking eventfd.
+    public init() throws(Errno) {
+        descriptor = FileDescriptor(rawValue: try valueOrErrno { eventfd(0, Int32(EFD_CLOEXEC)) })
+    }
+
+    deinit { descriptor.close() }
+
+    /// Raises the signal. Safe from any thread.
+    public func signal() {
+        var one: UInt64 = 1
+        _ = Glibc.write(descriptor.rawValue, &one, 8)
+    }
+
+    /// Blocks until the signal is raised. Not for the cooperative pool.
+    public func wait() {
+        var value: UInt64 = 0
+        while Glibc.read(descriptor.rawValue, &value, 8) < 0 && errno == EINTR {}
+    }
+}

@@ -8,6 +8,8 @@ public struct DaemonConfiguration: Sendable {
     public var socketPath: String
     /// Whether `accmon simulate` may drive the simulated source.
     public var simulate: Bool
+    /// Whether the daemon watches udev (the executable adds a ``UdevEventSource`` when set).
+    public var watchesUdev: Bool
     /// The most bytes queued for one client that does not read; past it the client is disconnected.
     public var maximumOutboundBytes: Int
     /// Whether SIGTERM and SIGINT stop the daemon (off when a test runs it in process).
@@ -17,12 +19,13 @@ public struct DaemonConfiguration: Sendable {
 
     /// Creates a configuration.
     public init(
-        socketPath: String = WireFormat.defaultSocketPath, simulate: Bool = false,
+        socketPath: String = WireFormat.defaultSocketPath, simulate: Bool = false, watchesUdev: Bool = true,
         maximumOutboundBytes: Int = 4 << 20, handlesSignals: Bool = true,
         logger: Logger = Logger(label: "accmond")
     ) {
         self.socketPath = socketPath
         self.simulate = simulate
+        self.watchesUdev = watchesUdev
         self.maximumOutboundBytes = maximumOutboundBytes
         self.handlesSignals = handlesSignals
         self.logger = logger

@@ -2,14 +2,6 @@ import AccmonCore
 import AccmonSys
 import Synchronization
 
-/// What an event source reports about one device, named by a source key (a sysfs path for udev).
-public enum SourceEvent: Sendable, Hashable {
-    /// The device is present with these properties (new, or updated).
-    case attached(key: String, Accessory)
-    /// The device is gone.
-    case detached(key: String)
-}
-
 /// Where event sources deliver reports: a thread-safe inbox that wakes the broker loop.
 public final class EventSink: Sendable {
     private let inbox = Mutex<[SourceEvent]>([])

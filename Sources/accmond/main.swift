@@ -4,13 +4,14 @@ import AccmondKit
 import Glibc
 
 let usage = """
-    Usage: accmond [--socket PATH] [--simulate] [--log-level LEVEL] [--max-client-buffer BYTES]
+    Usage: accmond [--socket PATH] [--simulate] [--no-udev] [--log-level LEVEL] [--max-client-buffer BYTES]
 
     The accmon daemon: publishes accessory connect and disconnect events on a Unix socket.
 
     Options:
       --socket PATH              listen here (default \(WireFormat.defaultSocketPath))
       --simulate                 enable the simulated event source driven by `accmon simulate`
+      --no-udev                  do not watch udev (with --simulate: only simulated accessories)
       --log-level LEVEL          trace, debug, info, notice, warning, error or critical (default info)
       --max-client-buffer BYTES  bytes queued for a client that does not read before it is dropped (default 4194304)
       -h, --help                 show this help
@@ -34,6 +35,7 @@ func parseArguments(_ list: [String]) -> DaemonConfiguration {
     switch argument {
     case "--socket": configuration.socketPath = value(for: argument)
     case "--simulate": configuration.simulate = true
+    case "--no-udev": configuration.watchesUdev = false
     case "--log-level":
         let text = value(for: argument)
         guard let level = LogLevel(rawValue: text) else {
@@ -61,7 +63,9 @@ let configuration = parseArguments(Array(CommandLine.arguments.dropFirst()))
 ignoreBrokenPipeSignal()
 SignalDescriptor.block([SIGTERM, SIGINT])
 do {
-    try Daemon(configuration: configuration).run()
+    var sources: [any EventSource] = []
+    if configuration.watchesUdev { sources.append(try UdevEventSource(logger: configuration.logger)) }
+    try Daemon(configuration: configuration, sources: sources).run()
 } catch {
     configuration.logger.critical("\(error)")
     exit(1)

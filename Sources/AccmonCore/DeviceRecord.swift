@@ -1,0 +1,73 @@
+/// A value copy of what libudev says about one device, taken on the udev thread: everything classification needs,
+/// so that the decision is pure logic.
+public struct DeviceRecord: Sendable, Hashable {
+    /// The udev action: `add`, `remove`, `change`, `bind`, `unbind`, ..., or empty for a coldplug enumeration.
+    public var action: String
+    /// The device's sysfs path, such as `/sys/devices/pci0000:00/0000:00:14.0/usb1/1-1`.
+    public var syspath: String
+    /// The subsystem, such as `usb`, `tty`, `hid` or `input`.
+    public var subsystem: String
+    /// The device type, such as `usb_device`, or empty.
+    public var devtype: String
+    /// The last component of the sysfs path, such as `1-1.2` or `ttyUSB0`.
+    public var sysname: String
+    /// The device node, such as `/dev/ttyUSB0`, or empty when the device has none (yet).
+    public var devnode: String
+    /// udev properties (`ID_VENDOR_ID`, `HID_ID`, `DEVLINKS`, ...).
+    public var properties: [String: String]
+    /// sysfs attributes read for classification (`idVendor`, `serial`, `bDeviceClass`, `removable`, ...).
+    public var attributes: [String: String]
+    /// The nearest `usb_device` ancestor (for a tty: the adapter).
+    public var usbDevice: AncestorRecord?
+    /// The nearest `usb_interface` ancestor.
+    public var usbInterface: AncestorRecord?
+    /// The nearest `hid` ancestor (for an input event device).
+    public var hidDevice: AncestorRecord?
+
+    /// Creates a record.
+    public init(
+        action: String, syspath: String, subsystem: String, devtype: String = "", sysname: String? = nil,
+        devnode: String = "", properties: [String: String] = [:], attributes: [String: String] = [:],
+        usbDevice: AncestorRecord? = nil, usbInterface: AncestorRecord? = nil, hidDevice: AncestorRecord? = nil
+    ) {
+        self.action = action
+        self.syspath = syspath
+        self.subsystem = subsystem
+        self.devtype = devtype
+        self.sysname = sysname ?? String(syspath.split(separator: "/").last ?? "")
+        self.devnode = devnode
+        self.properties = properties
+        self.attributes = attributes
+        self.usbDevice = usbDevice
+        self.usbInterface = usbInterface
+        self.hidDevice = hidDevice
+    }
+}
+
+/// What a ``DeviceRecord`` says about one of the device's ancestors.
+public struct AncestorRecord: Sendable, Hashable {
+    /// The ancestor's sysfs path.
+    public var syspath: String
+    /// Its udev properties.
+    public var properties: [String: String]
+    /// Its sysfs attributes read for classification.
+    public var attributes: [String: String]
+
+    /// Creates an ancestor record.
+    public init(syspath: String, properties: [String: String] = [:], attributes: [String: String] = [:]) {
+        self.syspath = syspath
+        self.properties = properties
+        self.attributes = attributes
+    }
+
+    /// The last component of the sysfs path.
+    public var sysname: String { String(syspath.split(separator: "/").last ?? "") }
+}
+
+/// The subsystems accmond watches; the udev monitor filters on these.
+public let watchedSubsystems = ["usb", "tty", "hid", "input"]
+
+/// The sysfs attributes read from a `usb_device` (itself or an ancestor).
+public let usbDeviceAttributes = [
+    "idVendor", "idProduct", "serial", "manufacturer", "product", "bcdDevice", "bDeviceClass", "removable",
+]

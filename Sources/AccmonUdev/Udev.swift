@@ -1,0 +1,186 @@
+public import AccmonCore
+public import AccmonSys
+import CUdev
+import Glibc
+
+/// A libudev failure: the operation, the device or subsystem it concerned, and errno.
+public struct UdevError: Error, Sendable, CustomStringConvertible {
+    /// The libudev call, such as `udev_monitor_enable_receiving`.
+    public var operation: String
+    /// The syspath or subsystem concerned, when there is one.
+    public var object: String
+    /// The system error.
+    public var errno: Errno
+
+    /// Creates an error.
+    public init(operation: String, object: String, errno: Errno) {
+        self.operation = operation
+        self.object = object
+        self.errno = errno
+    }
+
+    public var description: String { "\(operation): \(object.isEmpty ? "udev" : "'\(object)'"): \(errno)" }
+}
+
+/// A libudev context. Like every type here it is not `Sendable`: create, use and free it on one thread.
+public final class UdevContext {
+    let pointer: OpaquePointer
+
+    /// Creates a context (`udev_new`).
+    public init() throws(UdevError) {
+        guard let pointer = udev_new() else {
+            throw UdevError(operation: "udev_new", object: "", errno: .current)
+        }
+        self.pointer = pointer
+    }
+
+    deinit { udev_unref(pointer) }
+}
+
+/// One udev device, owning its reference.
+public final class UdevDevice {
+    let pointer: OpaquePointer
+
+    init(owning pointer: OpaquePointer) { self.pointer = pointer }
+
+    deinit { udev_device_unref(pointer) }
+
+    /// Looks up the device at `syspath`; `nil` when it is gone.
+    public convenience init?(context: UdevContext, syspath: String) {
+        guard let pointer = udev_device_new_from_syspath(context.pointer, syspath) else { return nil }
+        self.init(owning: pointer)
+    }
+
+    /// Copies out what classification needs: the device's fields, its properties and chosen attributes, and those
+    /// of its `usb_device`, `usb_interface` and `hid` ancestors.
+    public func record(action: String? = nil) -> DeviceRecord {
+        let subsystem = Self.text(udev_device_get_subsystem(pointer))
+        let devtype = Self.text(udev_device_get_devtype(pointer))
+        var attributes: [String: String] = [:]
+        if subsystem == "usb" && devtype == "usb_device" {
+            attributes = Self.attributes(pointer, usbDeviceAttributes)
+        }
+        return DeviceRecord(
+            action: action ?? Self.text(udev_device_get_action(pointer)),
+            syspath: Self.text(udev_device_get_syspath(pointer)),
+            subsystem: subsystem,
+            devtype: devtype,
+            sysname: Self.text(udev_device_get_sysname(pointer)),
+            devnode: Self.text(udev_device_get_devnode(pointer)),
+            properties: Self.properties(pointer),
+            attributes: attributes,
+            usbDevice: ancestor("usb", "usb_device", usbDeviceAttributes),
+            usbInterface: ancestor("usb", "usb_interface", ["bInterfaceNumber"]),
+            hidDevice: ancestor("hid", nil, []))
+    }
+
+    private func ancestor(_ subsystem: String, _ devtype: String?, _ attributeNames: [String]) -> AncestorRecord? {
+        // The parent pointer is borrowed from this device: it is read here and never kept.
+        guard let parent = udev_device_get_parent_with_subsystem_devtype(pointer, subsystem, devtype) else {
+            return nil
+        }
+        return AncestorRecord(
+            syspath: Self.text(udev_device_get_syspath(parent)), properties: Self.properties(parent),
+            attributes: Self.attributes(parent, attributeNames))
+    }
+
+    private static func properties(_ device: OpaquePointer) -> [String: String] {
+        var properties: [String: String] = [:]
+        var entry = udev_device_get_properties_list_entry(device)
+        while let current = entry {
+            properties[text(udev_list_entry_get_name(current))] = text(udev_list_entry_get_value(current))
+            entry = udev_list_entry_get_next(current)
+        }
+        return properties
+    }
+
+    private static func attributes(_ device: OpaquePointer, _ names: [String]) -> [String: String] {
+        var attributes: [String: String] = [:]
+        for name in names {
+            if let value = udev_device_get_sysattr_value(device, name) { attributes[name] = String(cString: value) }
+        }
+        return attributes
+    }
+
+    /// C text as a Swift string; invalid UTF-8 is repaired with replacement characters.
+    private static func text(_ pointer: UnsafePointer<CChar>?) -> String {
+        pointer.map { String(cString: $0) } ?? ""
+    }
+}
+
+/// A udev monitor on the `udev` netlink group: events after udev's rules ran, so device nodes exist.
+public final class UdevMonitor {
+    let pointer: OpaquePointer
+
+    /// Creates a monitor filtered by subsystem (in the kernel-side filter) and starts receiving.
+    ///
+    /// Tags are not used for filtering: tag filters do not work under umockdev and accmond must work without its
+    /// rules installed.
+    public init(context: UdevContext, subsystems: [String], receiveBufferBytes: Int32) throws(UdevError) {
+        guard let pointer = udev_monitor_new_from_netlink(context.pointer, "udev") else {
+            throw UdevError(operation: "udev_monitor_new_from_netlink", object: "udev", errno: .current)
+        }
+        self.pointer = pointer
+        for subsystem in subsystems {
+            let result = udev_monitor_filter_add_match_subsystem_devtype(pointer, subsystem, nil)
+            if result < 0 {
+                throw UdevError(
+                    operation: "udev_monitor_filter_add_match_subsystem_devtype", object: subsystem,
+                    errno: Errno(rawValue: -result))
+            }
+        }
+        // A larger buffer absorbs bursts (a hub full of devices); failure only leaves the default.
+        _ = udev_monitor_set_receive_buffer_size(pointer, receiveBufferBytes)
+        let result = udev_monitor_enable_receiving(pointer)
+        if result < 0 {
+            throw UdevError(operation: "udev_monitor_enable_receiving", object: "udev", errno: Errno(rawValue: -result))
+        }
+    }
+
+    deinit { udev_monitor_unref(pointer) }
+
+    /// The monitor's socket, to poll for readability.
+    public var descriptor: FileDescriptor { FileDescriptor(rawValue: udev_monitor_get_fd(pointer)) }
+
+    /// The next device event; `nil` when none is pending.
+    /// - Throws: ``UdevError`` when the socket failed, for example `ENOBUFS` after events were lost.
+    public func receive() throws(UdevError) -> UdevDevice? {
+        errno = 0
+        guard let device = udev_monitor_receive_device(pointer) else {
+            let error = Errno.current
+            // EAGAIN: nothing pending. 0 or EINVAL-like values: a message libudev dropped (bad sender, filtered).
+            if error == .wouldBlock || error.rawValue == 0 || error == .interrupted { return nil }
+            if error.rawValue == ENOBUFS || error.rawValue == EBADF || error.rawValue == ENOTSOCK {
+                throw UdevError(operation: "udev_monitor_receive_device", object: "udev", errno: error)
+            }
+            return nil
+        }
+        return UdevDevice(owning: device)
+    }
+}
+
+/// Lists the devices present now in the given subsystems (coldplug).
+public func enumerateDevices(context: UdevContext, subsystems: [String]) throws(UdevError) -> [String] {
+    guard let enumerate = udev_enumerate_new(context.pointer) else {
+        throw UdevError(operation: "udev_enumerate_new", object: "", errno: .current)
+    }
+    defer { udev_enumerate_unref(enumerate) }
+    for subsystem in subsystems {
+        let result = udev_enumerate_add_match_subsystem(enumerate, subsystem)
+        if result < 0 {
+            throw UdevError(
+                operation: "udev_enumerate_add_match_subsystem", object: subsystem, errno: Errno(rawValue: -result))
+        }
+    }
+    let result = udev_enumerate_scan_devices(enumerate)
+    if result < 0 {
+        throw UdevError(operation: "udev_enumerate_scan_devices", object: "", errno: Errno(rawValue: -result))
+    }
+    var syspaths: [String] = []
+    var entry = udev_enumerate_get_list_entry(enumerate)
+    while let current = entry {
+        syspaths.append(String(cString: udev_list_entry_get_name(current)))
+        entry = udev_list_entry_get_next(current)
+    }
+    return syspaths
+}
