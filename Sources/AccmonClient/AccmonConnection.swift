@@ -109,6 +109,17 @@ public final class AccmonConnection: Sendable {
         channel.finishEventStream(throwing: nil)
     }
 
+    /// Suspends the subscription: the daemon holds events and coalesces them (a connect and disconnect of the same
+    /// connection cancel out) until ``resume()``.
+    public func suspend() async throws(AccmonError) {
+        _ = try await channel.request(.suspend)
+    }
+
+    /// Resumes the subscription: what was queued while suspended arrives in order, then live events again.
+    public func resume() async throws(AccmonError) {
+        _ = try await channel.request(.resume)
+    }
+
     /// A one-shot snapshot of the connected accessories that match `filter`.
     public func list(_ filter: AccessoryFilter = .all) async throws(AccmonError) -> Snapshot {
         guard case .list(_, let snapshot) = try await channel.request(.list(filter)) else {

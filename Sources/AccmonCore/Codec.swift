@@ -20,6 +20,10 @@ public struct ProtocolCodec {
     ///
     /// - Returns: the message, or the error to send back, with the request id when one could be read.
     public func decodeClientMessage(_ line: some Collection<UInt8>) -> Result<ClientMessage, ClientDecodingFailure> {
+        // JSONDecoder checks the encoding of only the strings it reads; the protocol is UTF-8 throughout.
+        guard String(validating: line, as: UTF8.self) != nil else {
+            return .failure(ClientDecodingFailure(id: nil, error: ProtocolError(.malformedJSON, "message: line: not valid UTF-8")))
+        }
         let data = Data(line)
         let envelope: Envelope
         do {
@@ -47,6 +51,10 @@ public struct ProtocolCodec {
                 request = .unsubscribe
             case "list":
                 request = .list(try validated(decoder.decode(FilterBody.self, from: data).filter, type))
+            case "suspend":
+                request = .suspend
+            case "resume":
+                request = .resume
             case "status":
                 request = .status
             case "simulate":
@@ -56,16 +64,14 @@ public struct ProtocolCodec {
                     id: envelope.id,
                     error: ProtocolError(
                         .unknownType,
-                        "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, list, status"
+                        "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, list, status"
                             + " or simulate)")))
             }
             return .success(ClientMessage(id: envelope.id, request))
         } catch let error as ProtocolError {
             return .failure(ClientDecodingFailure(id: envelope.id, error: error))
         } catch {
-            // The envelope decoded, so the line is valid JSON whatever the body's error says.
-            return .failure(ClientDecodingFailure(
-                id: envelope.id, error: Self.protocolError(error, context: type, lineIsValidJSON: true)))
+            return .failure(ClientDecodingFailure(id: envelope.id, error: Self.protocolError(error, context: type)))
         }
     }
 
@@ -102,7 +108,7 @@ public struct ProtocolCodec {
             body = OutgoingHello(type: "hello", id: message.id, versions: versions, client: name)
         case .subscribe(let filter), .list(let filter):
             body = OutgoingFilter(type: message.request.typeName, id: message.id, filter: filter == .all ? nil : filter)
-        case .unsubscribe, .status:
+        case .unsubscribe, .suspend, .resume, .status:
             body = OutgoingBare(type: message.request.typeName, id: message.id)
         case .simulateConnect(let accessory):
             body = OutgoingSimulate(
@@ -144,19 +150,12 @@ public struct ProtocolCodec {
     }
 
     /// Turns a decoding error into a protocol error whose message says where and why.
-    ///
-    /// `lineIsValidJSON` says the line is known to parse: JSONDecoder reports a number that does not fit its Swift
-    /// type (such as `1.5` or `-1` for an unsigned id) as corrupt data with no coding path, which then means an
-    /// invalid field rather than malformed JSON.
-    static func protocolError(_ error: any Error, context: String, lineIsValidJSON: Bool = false) -> ProtocolError {
+    static func protocolError(_ error: any Error, context: String) -> ProtocolError {
         guard let error = error as? DecodingError else {
             return ProtocolError(.malformedJSON, "\(context): \(error)")
         }
         switch error {
         case .dataCorrupted(let info) where info.codingPath.isEmpty:
-            if lineIsValidJSON {
-                return ProtocolError(.invalidField, "\(context): line: a number is out of range or not an integer")
-            }
             return ProtocolError(.malformedJSON, "\(context): line: not valid JSON")
         case .typeMismatch(_, let info) where info.codingPath.isEmpty,
             .valueNotFound(_, let info) where info.codingPath.isEmpty:
@@ -249,8 +248,10 @@ private struct HelloBody: Decodable {
         while !list.isAtEnd {
             do {
                 versions.append(try list.decode(Int.self))
-            } catch DecodingError.dataCorrupted {
-                // JSONDecoder drops the path for a number that does not fit; put it back.
+            } catch let error as DecodingError {
+                throw error
+            } catch {
+                // A number that does not fit in an Int: JSONDecoder would report "not valid JSON" with no path.
                 throw DecodingError.dataCorruptedError(in: list, debugDescription: "expected an integer")
             }
         }

@@ -7,12 +7,14 @@ public enum RequestID: Codable, Sendable, Hashable, CustomStringConvertible {
         let container = try decoder.singleValueContainer()
         if let number = try? container.decode(Int64.self) {  // try?: fall through to the string form
             self = .number(number)
-        } else if let string = try? container.decode(String.self) {
-            self = .string(string)
         } else {
-            throw DecodingError.typeMismatch(
-                RequestID.self,
-                .init(codingPath: container.codingPath, debugDescription: "expected a string or a 64-bit integer"))
+            do {
+                self = .string(try container.decode(String.self))
+            } catch DecodingError.typeMismatch(_, let context) {
+                throw DecodingError.typeMismatch(
+                    RequestID.self,
+                    .init(codingPath: context.codingPath, debugDescription: "expected a string or a 64-bit integer"))
+            }
         }
     }
 
@@ -40,6 +42,10 @@ public enum ClientRequest: Sendable, Hashable {
     case subscribe(AccessoryFilter)
     /// Stops live events.
     case unsubscribe
+    /// Asks the daemon to hold live events: they are queued and coalesced until `resume`.
+    case suspend
+    /// Delivers what was queued while suspended, then live events again.
+    case resume
     /// Asks for a one-shot snapshot.
     case list(AccessoryFilter)
     /// Asks for the daemon's status.
@@ -55,6 +61,8 @@ public enum ClientRequest: Sendable, Hashable {
         case .hello: "hello"
         case .subscribe: "subscribe"
         case .unsubscribe: "unsubscribe"
+        case .suspend: "suspend"
+        case .resume: "resume"
         case .list: "list"
         case .status: "status"
         case .simulateConnect, .simulateDisconnect: "simulate"
@@ -106,11 +114,13 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var sequence: UInt64
     /// Whether the simulated event source is enabled.
     public var simulate: Bool
+    /// Each client session.
+    public var clients: [SessionStatus]
 
     /// Creates a status.
     public init(
         daemonVersion: String, protocolVersion: Int, uptimeSeconds: Double, connectedAccessories: Int, sessions: Int,
-        sequence: UInt64, simulate: Bool
+        sequence: UInt64, simulate: Bool, clients: [SessionStatus] = []
     ) {
         self.daemonVersion = daemonVersion
         self.protocolVersion = protocolVersion
@@ -119,6 +129,56 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
         self.sessions = sessions
         self.sequence = sequence
         self.simulate = simulate
+        self.clients = clients
+    }
+}
+
+/// One client session as `status` shows it.
+public struct SessionStatus: Codable, Sendable, Hashable {
+    /// Whether events flow to the client or wait in its queue.
+    public enum State: String, Codable, Sendable, Hashable {
+        /// Events are written as they happen.
+        case live
+        /// Events are queued and coalesced: the client asked (`suspend`) or stopped reading its socket.
+        case suspended
+    }
+
+    /// The session id, such as `s-17`.
+    public var sessionID: String
+    /// The name the client gave in `hello`.
+    public var clientName: String
+    /// The client's process id (from the socket's peer credentials), or 0 when unknown.
+    public var pid: Int32
+    /// The client's user id.
+    public var uid: UInt32
+    /// Live or suspended.
+    public var state: State
+    /// Why the session is suspended: `requested` (it sent `suspend`) or `not-reading`; empty when live.
+    public var suspendedBecause: String
+    /// Whether the client is subscribed.
+    public var subscribed: Bool
+    /// Events waiting in its coalescing queue.
+    public var queuedEvents: Int
+    /// Bytes written to its socket buffer by the daemon but not yet sent.
+    public var outboundBytes: Int
+    /// Seconds since the client last sent a request or took bytes from its socket.
+    public var idleSeconds: Double
+
+    /// Creates a session status.
+    public init(
+        sessionID: String, clientName: String, pid: Int32, uid: UInt32, state: State, suspendedBecause: String,
+        subscribed: Bool, queuedEvents: Int, outboundBytes: Int, idleSeconds: Double
+    ) {
+        self.sessionID = sessionID
+        self.clientName = clientName
+        self.pid = pid
+        self.uid = uid
+        self.state = state
+        self.suspendedBecause = suspendedBecause
+        self.subscribed = subscribed
+        self.queuedEvents = queuedEvents
+        self.outboundBytes = outboundBytes
+        self.idleSeconds = idleSeconds
     }
 }
 
@@ -134,7 +194,7 @@ public enum ServerMessage: Sendable, Hashable {
     case event(AccessoryEvent)
     /// The reply to `status`.
     case status(id: RequestID?, DaemonStatus)
-    /// Success of a request with no other reply (`unsubscribe`, `simulate`); `simulate connect` names the connection.
+    /// Success of a request with no other reply (`unsubscribe`, `suspend`, `resume`, `simulate`); `simulate connect` names the connection.
     case ok(id: RequestID?, connectionID: ConnectionID?)
     /// A request failed or a line could not be read.
     case error(id: RequestID?, ProtocolError)

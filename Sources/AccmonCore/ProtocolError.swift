@@ -32,14 +32,12 @@ public struct ProtocolError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let alreadyGreeted = Code(rawValue: "already-greeted")
         /// `subscribe` on a connection that is already subscribed.
         public static let alreadySubscribed = Code(rawValue: "already-subscribed")
-        /// `unsubscribe` on a connection that is not subscribed.
+        /// `unsubscribe`, `suspend` or `resume` on a connection that is not subscribed.
         public static let notSubscribed = Code(rawValue: "not-subscribed")
         /// `simulate` on a daemon not started with `--simulate`.
         public static let simulationDisabled = Code(rawValue: "simulation-disabled")
         /// A connection id that is not connected.
         public static let noSuchConnection = Code(rawValue: "no-such-connection")
-        /// The client did not read its socket and its outbound buffer reached its bound.
-        public static let overflow = Code(rawValue: "overflow")
     }
 
     /// The stable code.

@@ -111,7 +111,8 @@ final class Broker {
             nextSessionNumber += 1
             let peer = try? UnixSocket.peerCredentials(descriptor)  // try?: credentials are informational here
             let session = Session(
-                number: number, descriptor: descriptor, peer: peer, outboundLimit: configuration.maximumOutboundBytes)
+                number: number, descriptor: descriptor, peer: peer, outboundLimit: configuration.maximumOutboundBytes,
+                now: monotonicNanoseconds())
             do {
                 try poller.add(descriptor, interest: .readable, token: number)
             } catch {
@@ -145,7 +146,19 @@ final class Broker {
             close(session, reason: "client closed the connection")
             return
         }
-        for item in session.framer.append(readBuffer[0..<count]) {
+        session.lastActivity = monotonicNanoseconds()
+        session.unhandled += session.framer.append(readBuffer[0..<count])
+        handleUnhandledLines(of: session)
+        pendingFlush.insert(session.number)
+    }
+
+    /// Handles the session's pending request lines while its outbound buffer has room for the replies.
+    private func handleUnhandledLines(of session: Session) {
+        var handled = 0
+        defer { session.unhandled.removeFirst(handled) }
+        for item in session.unhandled {
+            guard !session.outboundIsFull, pendingClose[session.number] == nil else { return }
+            handled += 1
             switch item {
             case .line(let line):
                 if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }  // blank lines are keep-alives
@@ -163,7 +176,6 @@ final class Broker {
                             "message: line: longer than \(WireFormat.maximumLineLength) bytes; skipped to the next"
                                 + " newline")))
             }
-            if pendingClose[session.number] != nil { return }
         }
     }
 
@@ -211,6 +223,25 @@ final class Broker {
                 return
             }
             session.subscription = nil
+            session.suspendedByRequest = false
+            _ = session.queue.removeAll()
+            reply(to: session, .ok(id: id, connectionID: nil))
+        case .suspend:
+            guard session.subscription != nil else {
+                reply(to: session, .error(id: id, ProtocolError(.notSubscribed, "suspend: session: not subscribed")))
+                return
+            }
+            session.suspendedByRequest = true
+            logger.debug("client suspended", session.metadata)
+            reply(to: session, .ok(id: id, connectionID: nil))
+        case .resume:
+            guard session.subscription != nil else {
+                reply(to: session, .error(id: id, ProtocolError(.notSubscribed, "resume: session: not subscribed")))
+                return
+            }
+            // The reply goes first; the queued events follow as the socket takes them.
+            session.suspendedByRequest = false
+            logger.debug("client resumed", session.metadata.merging(["queue": String(session.queue.count)]) { $1 })
             reply(to: session, .ok(id: id, connectionID: nil))
         case .list(let filter):
             reply(to: session, .list(id: id, registry.snapshot(matching: filter)))
@@ -256,11 +287,13 @@ final class Broker {
     }
 
     private func status(for session: Session) -> DaemonStatus {
-        DaemonStatus(
+        let now = monotonicNanoseconds()
+        return DaemonStatus(
             daemonVersion: AccmonVersion.current, protocolVersion: session.protocolVersion,
-            uptimeSeconds: Double(monotonicNanoseconds() - startedAt) / 1e9,
+            uptimeSeconds: Double(now - startedAt) / 1e9,
             connectedAccessories: registry.count, sessions: sessions.count, sequence: registry.sequence,
-            simulate: simulated != nil)
+            simulate: simulated != nil,
+            clients: sessions.values.sorted { $0.number < $1.number }.map { $0.status(now: now) })
     }
 
     // MARK: Events
@@ -291,23 +324,28 @@ final class Broker {
             else { continue }
             let bytes = line ?? codec.encode(.event(event))
             line = bytes
-            enqueue(bytes, for: session)
+            deliver(event, bytes, to: session)
+        }
+    }
+
+    /// Writes an event to a live session, or queues it for a suspended one: one that asked, one whose queue is not
+    /// empty yet (order), or one whose outbound buffer is full (it stopped reading: suspended from now on).
+    private func deliver(_ event: AccessoryEvent, _ line: [UInt8], to session: Session) {
+        if session.isSuspended {
+            session.queue.enqueue(event, payload: line)
+        } else if session.outbound.fits(line) {
+            session.outbound.append(line)
+            pendingFlush.insert(session.number)
+        } else {
+            logger.info(
+                "client does not read: suspending it and queueing its events",
+                session.metadata.merging(["outbound.bytes": String(session.outbound.byteCount)]) { $1 })
+            session.queue.enqueue(event, payload: line)
         }
     }
 
     private func reply(to session: Session, _ message: ServerMessage) {
-        enqueue(codec.encode(message), for: session)
-    }
-
-    private func enqueue(_ bytes: [UInt8], for session: Session) {
-        guard session.outbound.append(bytes) else {
-            close(
-                session,
-                reason: "client does not read: \(session.outbound.byteCount) bytes queued, limit "
-                    + "\(session.outbound.limit); disconnecting it",
-                level: .warning)
-            return
-        }
+        session.outbound.append(codec.encode(message))
         pendingFlush.insert(session.number)
     }
 
@@ -328,22 +366,45 @@ final class Broker {
         pendingClose.removeAll(keepingCapacity: true)
     }
 
+    /// Writes what the socket takes, then refills the outbound buffer from the session's queue (when it is not
+    /// suspended by request) and handles waiting requests, while that makes progress.
     private func flush(_ session: Session) {
-        let drained: Bool
-        do throws(Errno) {
-            drained = try session.outbound.flush(to: session.descriptor)
-        } catch {
-            close(session, reason: "write: \(error)")
-            return
-        }
-        if drained == session.watchingWritable {
-            session.watchingWritable = !drained
-            do {
-                try poller.modify(
-                    session.descriptor, interest: drained ? .readable : [.readable, .writable], token: session.number)
+        while true {
+            let before = session.outbound.byteCount
+            do throws(Errno) {
+                _ = try session.outbound.flush(to: session.descriptor)
             } catch {
-                close(session, reason: "epoll_ctl: \(error)")
+                close(session, reason: "write: \(error)")
+                return
             }
+            if session.outbound.byteCount < before { session.lastActivity = monotonicNanoseconds() }
+            let wasSuspended = session.isSuspended
+            if !session.suspendedByRequest {
+                while let next = session.queue.first, session.outbound.fits(next.payload) {
+                    session.outbound.append(next.payload)
+                    _ = session.queue.popFirst()
+                }
+                if wasSuspended && !session.isSuspended { logger.debug("client caught up: live again", session.metadata) }
+            }
+            handleUnhandledLines(of: session)
+            guard pendingClose[session.number] == nil else { return }
+            let stalled = session.outbound.byteCount == 0 || session.outbound.byteCount >= before
+            if stalled { break }
+        }
+        updateInterest(session)
+    }
+
+    /// Watches for writability while output waits, and for readability while there is room for replies.
+    private func updateInterest(_ session: Session) {
+        var wanted: Interest = []
+        if !session.outboundIsFull && session.unhandled.isEmpty { wanted.insert(.readable) }
+        if !session.outbound.isEmpty { wanted.insert(.writable) }
+        guard wanted != session.interest else { return }
+        do {
+            try poller.modify(session.descriptor, interest: wanted, token: session.number)
+            session.interest = wanted
+        } catch {
+            close(session, reason: "epoll_ctl: \(error)")
         }
     }
 
@@ -370,7 +431,7 @@ final class Broker {
         }
         let goodbye = codec.encode(.shutdown(reason: "the daemon is shutting down"))
         for session in sessions.values where pendingClose[session.number] == nil {
-            session.outbound.appendUnbounded(goodbye)
+            session.outbound.append(goodbye)
             pendingFlush.insert(session.number)
         }
         let deadline = monotonicNanoseconds() + Self.shutdownGraceNanoseconds

@@ -17,16 +17,14 @@ struct OutboundQueue {
 
     var isEmpty: Bool { byteCount == 0 }
 
-    /// Appends `line`; returns false, leaving the queue unchanged, when it would pass the limit.
-    mutating func append(_ line: [UInt8]) -> Bool {
-        guard byteCount + line.count <= limit else { return false }
-        chunks.append(line)
-        byteCount += line.count
-        return true
+    /// Whether `line` fits under the limit (an empty queue takes any line, so no line can be stuck).
+    func fits(_ line: [UInt8]) -> Bool {
+        byteCount == 0 || byteCount + line.count <= limit
     }
 
-    /// Appends `line` even past the limit: for the few bytes of a final message.
-    mutating func appendUnbounded(_ line: [UInt8]) {
+    /// Appends `line`. Callers check ``fits(_:)`` for events; replies are appended regardless, and the broker stops
+    /// handling requests while the queue is over its limit, which bounds them.
+    mutating func append(_ line: [UInt8]) {
         chunks.append(line)
         byteCount += line.count
     }

@@ -3,7 +3,9 @@ import AccmonSys
 
 /// One client connection, owned by the broker loop.
 ///
-/// A session starts unsubscribed: nothing is sent to it but replies until it subscribes.
+/// A session starts unsubscribed: nothing is sent to it but replies until it subscribes. Once subscribed it is
+/// live (events go straight to its outbound buffer) or suspended (events wait in its coalescing queue): suspended
+/// because it asked (`suspend`) or because it stopped reading and its outbound buffer reached its bound.
 final class Session {
     /// The daemon-wide session number, also its poller token.
     let number: UInt64
@@ -16,19 +18,44 @@ final class Session {
     /// The subscription's filter; `nil` while not subscribed.
     var subscription: AccessoryFilter?
     var framer = LineFramer()
+    /// Lines read but not yet handled: handling waits while the outbound buffer is over its bound.
+    var unhandled: [LineFramer.Item] = []
     var outbound: OutboundQueue
-    /// Whether the poller watches for writability (set while output waits).
-    var watchingWritable = false
+    /// Events held while suspended, coalesced; each carries its encoded line.
+    var queue = CoalescingQueue<[UInt8]>()
+    /// Whether the client sent `suspend` (and not yet `resume`).
+    var suspendedByRequest = false
+    /// What the poller watches on the descriptor now.
+    var interest: Interest = .readable
+    /// When the client last sent bytes or took some (monotonic nanoseconds).
+    var lastActivity: UInt64
 
-    init(number: UInt64, descriptor: FileDescriptor, peer: PeerCredentials?, outboundLimit: Int) {
+    init(number: UInt64, descriptor: FileDescriptor, peer: PeerCredentials?, outboundLimit: Int, now: UInt64) {
         self.number = number
         self.descriptor = descriptor
         self.peer = peer
         self.outbound = OutboundQueue(limit: outboundLimit)
+        self.lastActivity = now
     }
+
+    /// Whether events wait in the queue instead of going out.
+    var isSuspended: Bool { suspendedByRequest || !queue.isEmpty }
+
+    /// Whether the outbound buffer has reached its bound: no more events go in, and requests wait.
+    var outboundIsFull: Bool { outbound.byteCount >= outbound.limit }
 
     /// The id the protocol shows, such as `s-7`.
     var sessionID: String { "s-\(number)" }
+
+    /// The session as `status` shows it.
+    func status(now: UInt64) -> SessionStatus {
+        SessionStatus(
+            sessionID: sessionID, clientName: clientName, pid: peer?.pid ?? 0, uid: peer?.uid ?? 0,
+            state: isSuspended ? .suspended : .live,
+            suspendedBecause: suspendedByRequest ? "requested" : (queue.isEmpty ? "" : "not-reading"),
+            subscribed: subscription != nil, queuedEvents: queue.count, outboundBytes: outbound.byteCount,
+            idleSeconds: Double(now &- lastActivity) / 1e9)
+    }
 
     /// Log metadata naming the client.
     var metadata: [String: String] {

@@ -197,6 +197,15 @@ struct StatusCommand: Command {
             simulation:   \(status.simulate ? "on" : "off")
 
             """)
+        let rows = status.clients.map { client in
+            [
+                client.sessionID, quotedIfNeeded(client.clientName.isEmpty ? "-" : client.clientName),
+                client.pid == 0 ? "-" : String(client.pid), String(client.uid),
+                client.state == .live ? (client.subscribed ? "live" : "idle") : "suspended (\(client.suspendedBecause))",
+                String(client.queuedEvents), String(client.outboundBytes), "\(Int(client.idleSeconds)) s",
+            ]
+        }
+        writeOut("\n" + table(["SESSION", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows))
     }
 }
 

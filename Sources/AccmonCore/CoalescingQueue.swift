@@ -1,0 +1,103 @@
+/// The events waiting for a suspended client, coalesced so that their number stays bounded however long the storm.
+///
+/// Pure logic; every rule is here. The client is assumed to have seen everything delivered before the queue began.
+/// For each connection:
+/// - a connect, then the disconnect of the same connection: both vanish (the client never hears of it);
+/// - the disconnect of a connection the client saw is kept, and a later connect of the same accessory (a new
+///   connection) follows it: both are delivered, in that order.
+///
+/// So for each accessory the queue holds at most the disconnect of the connection the client last saw and the
+/// connect of the current one: at most 2 × the number of distinct accessories, in the events' original order.
+/// `Payload` travels with each event (the broker keeps the event's encoded line there, encoded once).
+public struct CoalescingQueue<Payload: Sendable>: Sendable {
+    /// One queued event and its payload.
+    public struct Entry: Sendable {
+        public var event: AccessoryEvent
+        public var payload: Payload
+    }
+
+    private var entries: [Entry?] = []
+    private var head = 0
+    /// Where the queued connect of each connection the client has not seen sits.
+    private var unseenConnects: [ConnectionID: Int] = [:]
+    /// Entries queued and not cancelled.
+    public private(set) var count = 0
+
+    /// Creates an empty queue.
+    public init() {}
+
+    /// Whether nothing is queued.
+    public var isEmpty: Bool { count == 0 }
+
+    /// Queues `event`, cancelling it against the connect it undoes.
+    public mutating func enqueue(_ event: AccessoryEvent, payload: Payload) {
+        let connection = event.accessory.connectionID
+        switch event.change {
+        case .connect:
+            unseenConnects[connection] = entries.count
+            entries.append(Entry(event: event, payload: payload))
+            count += 1
+        case .disconnect:
+            if let index = unseenConnects.removeValue(forKey: connection) {
+                entries[index] = nil
+                count -= 1
+                compactIfSparse()
+            } else {
+                entries.append(Entry(event: event, payload: payload))
+                count += 1
+            }
+        }
+    }
+
+    /// Removes and returns the oldest entry.
+    public mutating func popFirst() -> Entry? {
+        while head < entries.count {
+            let entry = entries[head]
+            entries[head] = nil
+            head += 1
+            if let entry {
+                count -= 1
+                if entry.event.change == .connect { unseenConnects[entry.event.accessory.connectionID] = nil }
+                if head == entries.count { reset() }
+                return entry
+            }
+        }
+        reset()
+        return nil
+    }
+
+    /// The oldest entry, left in place.
+    public var first: Entry? {
+        entries[head...].lazy.compactMap { $0 }.first
+    }
+
+    /// Removes every entry; returns them oldest first.
+    public mutating func removeAll() -> [Entry] {
+        let all = entries[head...].compactMap { $0 }
+        reset()
+        return all
+    }
+
+    /// The queued events, oldest first.
+    public var events: [AccessoryEvent] { entries[head...].compactMap { $0?.event } }
+
+    private mutating func reset() {
+        entries.removeAll(keepingCapacity: true)
+        unseenConnects.removeAll(keepingCapacity: true)
+        head = 0
+        count = 0
+    }
+
+    /// Keeps storage proportional to the live entries: cancelled slots are squeezed out once they are the majority.
+    private mutating func compactIfSparse() {
+        let slots = entries.count - head
+        guard slots > 64, count * 2 < slots else { return }
+        let live = entries[head...].compactMap { $0 }
+        entries = live.map { Optional($0) }
+        head = 0
+        unseenConnects.removeAll(keepingCapacity: true)
+        for (index, entry) in live.enumerated() where entry.event.change == .connect {
+            unseenConnects[entry.event.accessory.connectionID] = index
+        }
+    }
+}
