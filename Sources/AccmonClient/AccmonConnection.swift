@@ -68,7 +68,7 @@ public final class AccmonConnection: Sendable {
             throw AccmonError(.connectionClosed, "accmon: cannot start the reader thread: \(error)")
         }
         let reply = try await channel.request(.hello(versions: Array(WireFormat.supportedVersions), clientName: clientName))
-        guard case .hello(_, let version, let daemonVersion, let sessionID) = reply else {
+        guard case .hello(_, let version, let daemonVersion, let sessionID, _) = reply else {
             channel.close()
             throw AccmonError(.invalidResponse, "accmon: hello: unexpected reply from accmond")
         }

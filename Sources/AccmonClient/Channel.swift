@@ -150,7 +150,6 @@ final class Channel: Sendable {
         case .event(let event):
             let handlers = state.withLock { state -> [@Sendable (Accessory) -> Void] in
                 let id = event.accessory.connectionID
-                state.events?.yield(event)
                 switch event.change {
                 case .connect:
                     state.connected.insert(id)
@@ -160,7 +159,10 @@ final class Channel: Sendable {
                     return state.disconnectHandlers.removeValue(forKey: id) ?? []
                 }
             }
+            // Handlers first, outside the lock (they may call onDisconnect): as documented, a disconnect handler has
+            // run by the time the event reaches the consumer.
             for handler in handlers { handler(event.accessory) }
+            state.withLock { $0.events?.yield(event) }
         case .error(nil, let error):
             // An error not tied to a request (the daemon could not read a line of ours): it ends the stream.
             finishEventStream(
@@ -197,10 +199,10 @@ extension ServerMessage {
     /// The request id a reply echoes.
     var requestID: RequestID? {
         switch self {
-        case .hello(let id, _, _, _), .snapshot(let id, _), .list(let id, _), .status(let id, _), .ok(let id, _),
+        case .hello(let id, _, _, _, _), .snapshot(let id, _), .list(let id, _), .status(let id, _), .ok(let id, _),
             .error(let id, _):
             id
-        case .event, .shutdown: nil
+        case .event, .shutdown, .restore, .restored: nil
         }
     }
 }

@@ -27,6 +27,22 @@ public struct AccessoryFilter: Codable, Sendable, Hashable {
         case protocolString = "protocol"
     }
 
+    /// Decodes a filter; an unknown key is an error, since a misspelt one would silently match everything.
+    public init(from decoder: any Decoder) throws {
+        let keys = try decoder.container(keyedBy: AnyCodingKey.self).allKeys
+        if let unknown = keys.first(where: { CodingKeys(stringValue: $0.stringValue) == nil }) {
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(
+                    codingPath: decoder.codingPath + [unknown],
+                    debugDescription: "unknown filter key (expected kind, vendorID, productID or protocol)"))
+        }
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        kind = try c.decodeIfPresent(AccessoryKind.self, forKey: .kind)
+        vendorID = try c.decodeIfPresent(String.self, forKey: .vendorID)
+        productID = try c.decodeIfPresent(String.self, forKey: .productID)
+        protocolString = try c.decodeIfPresent(String.self, forKey: .protocolString)
+    }
+
     /// A filter that matches every accessory.
     public static let all = AccessoryFilter()
 
@@ -53,6 +69,13 @@ public struct AccessoryFilter: Codable, Sendable, Hashable {
         (1...4).contains(text.utf8.count) && text.utf8.allSatisfy { $0.isHexDigit }
     }
 
+    /// A hex id as four lowercase digits (`"403"` → `"0403"`); empty stays empty.
+    static func normalizedHexID(_ text: String) -> String {
+        guard let value = UInt32(text, radix: 16) else { return text }
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    }
+
     static func sameHexID(_ lhs: String, _ rhs: String) -> Bool {
         guard let l = UInt32(lhs, radix: 16), let r = UInt32(rhs, radix: 16) else { return false }
         return l == r
@@ -63,4 +86,12 @@ extension UInt8 {
     var isHexDigit: Bool {
         (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self)
     }
+}
+
+/// A coding key for any string, to list an object's keys.
+struct AnyCodingKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }

@@ -78,6 +78,9 @@ public struct CoalescingQueue<Payload: Sendable>: Sendable {
         return all
     }
 
+    /// The queued entries, oldest first, left in place.
+    public var contents: [Entry] { entries[head...].compactMap { $0 } }
+
     /// The queued events, oldest first.
     public var events: [AccessoryEvent] { entries[head...].compactMap { $0?.event } }
 

@@ -44,13 +44,15 @@ public struct ProtocolCodec {
             switch type {
             case "hello":
                 let body = try decoder.decode(HelloBody.self, from: data)
-                request = .hello(versions: body.versions, clientName: body.client ?? "")
+                request = .hello(versions: body.versions, clientName: body.client ?? "", restoreID: body.restoreID)
             case "subscribe":
                 request = .subscribe(try validated(decoder.decode(FilterBody.self, from: data).filter, type))
             case "unsubscribe":
                 request = .unsubscribe
             case "list":
                 request = .list(try validated(decoder.decode(FilterBody.self, from: data).filter, type))
+            case "ack":
+                request = .acknowledge(try decoder.decode(AckBody.self, from: data).seq)
             case "suspend":
                 request = .suspend
             case "resume":
@@ -64,7 +66,7 @@ public struct ProtocolCodec {
                     id: envelope.id,
                     error: ProtocolError(
                         .unknownType,
-                        "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, list, status"
+                        "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, ack, list, status"
                             + " or simulate)")))
             }
             return .success(ClientMessage(id: envelope.id, request))
@@ -85,9 +87,18 @@ public struct ProtocolCodec {
         let body = try decoder.decode(SimulateBody.self, from: data)
         switch body.action {
         case "connect":
-            guard let accessory = body.accessory else {
+            guard var accessory = body.accessory else {
                 throw ProtocolError(.missingField, "simulate: accessory: field 'accessory' is missing")
             }
+            for (field, value) in [("vendorID", accessory.vendorID), ("productID", accessory.productID)]
+            where !value.isEmpty && !AccessoryFilter.isHexID(value) {
+                throw ProtocolError(
+                    .invalidField, "simulate: accessory.\(field): '\(value)' is not a hex id of 1 to 4 digits")
+            }
+            let idWasDerived = accessory.accessoryID == accessory.derivedAccessoryID
+            accessory.vendorID = AccessoryFilter.normalizedHexID(accessory.vendorID)
+            accessory.productID = AccessoryFilter.normalizedHexID(accessory.productID)
+            if idWasDerived { accessory.accessoryID = accessory.derivedAccessoryID }
             return .simulateConnect(accessory)
         case "disconnect":
             guard let connectionID = body.connectionID else {
@@ -104,8 +115,10 @@ public struct ProtocolCodec {
     public func encode(_ message: ClientMessage) -> [UInt8] {
         let body: any Encodable
         switch message.request {
-        case .hello(let versions, let name):
-            body = OutgoingHello(type: "hello", id: message.id, versions: versions, client: name)
+        case .hello(let versions, let name, let restoreID):
+            body = OutgoingHello(type: "hello", id: message.id, versions: versions, client: name, restoreID: restoreID)
+        case .acknowledge(let sequence):
+            body = OutgoingAck(type: "ack", id: message.id, seq: sequence)
         case .subscribe(let filter), .list(let filter):
             body = OutgoingFilter(type: message.request.typeName, id: message.id, filter: filter == .all ? nil : filter)
         case .unsubscribe, .suspend, .resume, .status:
@@ -235,11 +248,43 @@ private struct Envelope: Decodable {
     }
 }
 
+private struct AckBody: Decodable {
+    var seq: UInt64
+
+    enum CodingKeys: String, CodingKey { case seq }
+
+    init(from decoder: any Decoder) throws {
+        seq = try decoder.container(keyedBy: CodingKeys.self).decodeInteger(UInt64.self, forKey: .seq)
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// Decodes an integer field, reporting a number that does not fit (such as `-1` or `2.5` for a `UInt64`) as an
+    /// invalid value at its key: JSONDecoder itself would report "not valid JSON" with no path.
+    fileprivate func decodeInteger<T: FixedWidthInteger & Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        do {
+            return try decode(type, forKey: key)
+        } catch let error as DecodingError {
+            throw error
+        } catch {
+            throw DecodingError.dataCorruptedError(
+                forKey: key, in: self, debugDescription: "expected an integer from \(T.min) to \(T.max)")
+        }
+    }
+}
+
+private struct OutgoingAck: Encodable {
+    var type: String
+    var id: RequestID?
+    var seq: UInt64
+}
+
 private struct HelloBody: Decodable {
     var versions: [Int]
     var client: String?
+    var restoreID: String?
 
-    enum CodingKeys: String, CodingKey { case versions, client }
+    enum CodingKeys: String, CodingKey { case versions, client, restoreID }
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -256,6 +301,7 @@ private struct HelloBody: Decodable {
             }
         }
         client = try c.decodeIfPresent(String.self, forKey: .client)
+        restoreID = try c.decodeIfPresent(String.self, forKey: .restoreID)
     }
 }
 
@@ -274,6 +320,7 @@ private struct OutgoingHello: Encodable {
     var id: RequestID?
     var versions: [Int]
     var client: String
+    var restoreID: String?
 }
 
 private struct OutgoingFilter: Encodable {
@@ -302,17 +349,27 @@ private struct ServerMessageCoding: Codable {
 
     enum Keys: String, CodingKey {
         case type, id, version, daemon, session, seq, accessories, accessory, connectionID, code, message, reason
+        case restored, filter
     }
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Keys.self)
         switch message {
-        case .hello(let id, let version, let daemonVersion, let sessionID):
+        case .hello(let id, let version, let daemonVersion, let sessionID, let restored):
             try c.encode("hello", forKey: .type)
             try c.encodeIfPresent(id, forKey: .id)
             try c.encode(version, forKey: .version)
             try c.encode(daemonVersion, forKey: .daemon)
             try c.encode(sessionID, forKey: .session)
+            try c.encode(restored, forKey: .restored)
+        case .restore(let state):
+            try c.encode("restore", forKey: .type)
+            try c.encode(state.filter, forKey: .filter)
+            try c.encode(state.acknowledged, forKey: .seq)
+            try c.encode(state.accessories, forKey: .accessories)
+        case .restored(let sequence):
+            try c.encode("restored", forKey: .type)
+            try c.encode(sequence, forKey: .seq)
         case .snapshot(let id, let snapshot), .list(let id, let snapshot):
             if case .snapshot = message {
                 try c.encode("snapshot", forKey: .type)
@@ -359,7 +416,15 @@ private struct ServerMessageCoding: Codable {
             message = .hello(
                 id: id, version: try c.decode(Int.self, forKey: .version),
                 daemonVersion: try c.decode(String.self, forKey: .daemon),
-                sessionID: try c.decode(String.self, forKey: .session))
+                sessionID: try c.decode(String.self, forKey: .session),
+                restored: try c.decodeIfPresent(Bool.self, forKey: .restored) ?? false)
+        case "restore":
+            message = .restore(
+                RestoreState(
+                    filter: try c.decode(AccessoryFilter.self, forKey: .filter),
+                    acknowledged: try c.decode(UInt64.self, forKey: .seq),
+                    accessories: try c.decode([Accessory].self, forKey: .accessories)))
+        case "restored": message = .restored(sequence: try c.decode(UInt64.self, forKey: .seq))
         case "snapshot": message = .snapshot(id: id, try snapshot())
         case "list": message = .list(id: id, try snapshot())
         case "connect", "disconnect":

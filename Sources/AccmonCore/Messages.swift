@@ -37,7 +37,10 @@ public enum RequestID: Codable, Sendable, Hashable, CustomStringConvertible {
 /// What a client asks of the daemon.
 public enum ClientRequest: Sendable, Hashable {
     /// Negotiates the protocol version and names the client.
-    case hello(versions: [Int], clientName: String)
+    ///
+    /// With a `restoreID`, the daemon preserves the session when the connection ends and hands it back to the next
+    /// connection of the same user that says hello with the same id.
+    case hello(versions: [Int], clientName: String, restoreID: String? = nil)
     /// Asks for a snapshot of the matching accessories, then live events.
     case subscribe(AccessoryFilter)
     /// Stops live events.
@@ -46,6 +49,8 @@ public enum ClientRequest: Sendable, Hashable {
     case suspend
     /// Delivers what was queued while suspended, then live events again.
     case resume
+    /// Acknowledges that the app has consumed every event up to this sequence number (no reply).
+    case acknowledge(UInt64)
     /// Asks for a one-shot snapshot.
     case list(AccessoryFilter)
     /// Asks for the daemon's status.
@@ -62,6 +67,7 @@ public enum ClientRequest: Sendable, Hashable {
         case .subscribe: "subscribe"
         case .unsubscribe: "unsubscribe"
         case .suspend: "suspend"
+        case .acknowledge: "ack"
         case .resume: "resume"
         case .list: "list"
         case .status: "status"
@@ -94,6 +100,23 @@ public struct Snapshot: Codable, Sendable, Hashable {
     /// Creates a snapshot.
     public init(sequence: UInt64, accessories: [Accessory]) {
         self.sequence = sequence
+        self.accessories = accessories
+    }
+}
+
+/// A preserved session handed back to its client.
+public struct RestoreState: Sendable, Hashable {
+    /// The session's subscription filter.
+    public var filter: AccessoryFilter
+    /// The last sequence number the client acknowledged; the events that follow are newer.
+    public var acknowledged: UInt64
+    /// The accessories the client knew as connected as of that acknowledgement.
+    public var accessories: [Accessory]
+
+    /// Creates a restore state.
+    public init(filter: AccessoryFilter, acknowledged: UInt64, accessories: [Accessory]) {
+        self.filter = filter
+        self.acknowledged = acknowledged
         self.accessories = accessories
     }
 }
@@ -141,6 +164,8 @@ public struct SessionStatus: Codable, Sendable, Hashable {
         case live
         /// Events are queued and coalesced: the client asked (`suspend`) or stopped reading its socket.
         case suspended
+        /// The client went away; the session is kept for its restore id and keeps recording events.
+        case preserved
     }
 
     /// The session id, such as `s-17`.
@@ -185,7 +210,12 @@ public struct SessionStatus: Codable, Sendable, Hashable {
 /// One line the daemon sends.
 public enum ServerMessage: Sendable, Hashable {
     /// The reply to `hello`: the negotiated version, the daemon's version and the session id.
-    case hello(id: RequestID?, version: Int, daemonVersion: String, sessionID: String)
+    case hello(id: RequestID?, version: Int, daemonVersion: String, sessionID: String, restored: Bool = false)
+    /// Sent right after `hello` to a client that got its preserved session back: its subscription and the
+    /// accessories it knew as of its last acknowledgement; the events it missed follow, then ``restored(sequence:)``.
+    case restore(RestoreState)
+    /// Marks the end of what a restored client missed; live events follow.
+    case restored(sequence: UInt64)
     /// The reply to `subscribe`: the matching accessories; live events follow.
     case snapshot(id: RequestID?, Snapshot)
     /// The reply to `list`.

@@ -34,6 +34,8 @@ public struct ProtocolError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let alreadySubscribed = Code(rawValue: "already-subscribed")
         /// `unsubscribe`, `suspend` or `resume` on a connection that is not subscribed.
         public static let notSubscribed = Code(rawValue: "not-subscribed")
+        /// `hello` with a restore id that another live connection of the same user holds.
+        public static let restoreIDInUse = Code(rawValue: "restore-id-in-use")
         /// `simulate` on a daemon not started with `--simulate`.
         public static let simulationDisabled = Code(rawValue: "simulation-disabled")
         /// A connection id that is not connected.

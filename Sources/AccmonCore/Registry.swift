@@ -8,10 +8,21 @@ public struct Registry: Sendable {
     private var nextConnectionID: UInt64
     private var connected: [String: Accessory] = [:]
 
-    /// Creates an empty registry whose first event and connection get numbers after the given ones.
-    public init(lastSequence: UInt64 = 0, lastConnectionID: UInt64 = 0) {
+    /// Creates a registry holding `connected` (by source key), whose next event and connection get numbers after
+    /// the given ones.
+    public init(lastSequence: UInt64 = 0, lastConnectionID: UInt64 = 0, connected: [String: Accessory] = [:]) {
         sequence = lastSequence
         nextConnectionID = lastConnectionID + 1
+        self.connected = connected
+    }
+
+    /// The connected accessories by source key.
+    public var connectedByKey: [String: Accessory] { connected }
+
+    /// Disconnects every accessory whose key starts with `keyPrefix` and is not in `keys`.
+    public mutating func reconcile(keyPrefix: String, present keys: Set<String>) -> [AccessoryEvent] {
+        let gone = connected.keys.filter { $0.hasPrefix(keyPrefix) && !keys.contains($0) }
+        return gone.sorted { connected[$0]!.connectionID < connected[$1]!.connectionID }.flatMap { detach(key: $0) }
     }
 
     /// The number of accessories connected now.

@@ -4,4 +4,8 @@ public enum SourceEvent: Sendable, Hashable {
     case attached(key: String, Accessory)
     /// The device is gone.
     case detached(key: String)
+    /// Every device whose key starts with `keyPrefix` is among `keys`: the others are gone. A source sends it after
+    /// its start-up enumeration, so that accessories remembered from before a daemon restart that left meanwhile
+    /// are disconnected.
+    case inventory(keyPrefix: String, keys: Set<String>)
 }

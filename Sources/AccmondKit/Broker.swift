@@ -36,8 +36,16 @@ final class Broker {
     private let startedAt = monotonicNanoseconds()
     private var readBuffer = [UInt8](repeating: 0, count: readChunk)
 
-    private var registry = Registry()
+    private var registry: Registry
     private var sessions: [UInt64: Session] = [:]
+    private var preserved: PreservedSessions
+    private let store: StateStore?
+    /// Sequence numbers and connection ids below these are reserved on disk.
+    private var sequenceCeiling: UInt64 = 0
+    private var connectionCeiling: UInt64 = 0
+    /// Whether state changed since the last save, and when that save was.
+    private var stateIsDirty = false
+    private var lastSave: UInt64 = 0
     private var nextSessionNumber = firstSessionNumber
     /// Sessions with output queued since the last flush.
     private var pendingFlush: Set<UInt64> = []
@@ -53,6 +61,11 @@ final class Broker {
         self.sink = sink
         self.simulated = simulated
         self.stopFlag = stopFlag
+        preserved = PreservedSessions(
+            retentionSeconds: configuration.restoreRetentionSeconds,
+            maximumCount: configuration.maximumPreservedSessions)
+        store = configuration.stateDirectory.map { StateStore(directory: $0, logger: configuration.logger) }
+        registry = Registry()
         do {
             poller = try Poller()
             try poller.add(listener, interest: .readable, token: Self.listenerToken)
@@ -67,14 +80,16 @@ final class Broker {
         } catch {
             throw DaemonError(description: "accmond: epoll: \(error)")
         }
+        if let saved = store?.load() { restore(saved) }
     }
 
     /// Serves until a stop signal or request, then says goodbye to every client.
     func run() {
+        reserveNumbers()
         while !stopFlag.isRaised {
             let ready: [Readiness]
             do {
-                ready = try poller.wait(timeoutMilliseconds: -1)
+                ready = try poller.wait(timeoutMilliseconds: nextTimeoutMilliseconds())
             } catch {
                 logger.error("epoll_wait: \(error)")
                 continue
@@ -89,8 +104,24 @@ final class Broker {
             }
             publishSourceEvents()
             finishTurn()
+            expirePreservedSessions()
+            saveStateIfDue()
+            configuration.onLoopTurn?(
+                LoopTurn(accessories: registry.count, clients: sessions.count, stopping: stopFlag.isRaised))
         }
         shutDown()
+    }
+
+    /// How long the loop may sleep: until the next preserved session expires, or the pending state save is due.
+    private func nextTimeoutMilliseconds() -> Int32 {
+        let now = monotonicNanoseconds()
+        var wait = preserved.nanosecondsUntilNextExpiry(now: now)
+        if stateIsDirty {
+            let due = lastSave &+ StateStore.writeIntervalNanoseconds
+            wait = min(wait ?? .max, due > now ? due - now : 0)
+        }
+        guard let wait else { return -1 }
+        return Int32(min(wait / 1_000_000 + 1, 60_000))
     }
 
     // MARK: Clients
@@ -128,10 +159,10 @@ final class Broker {
     private func serve(_ readiness: Readiness) {
         guard let session = sessions[readiness.token], pendingClose[session.number] == nil else { return }
         if readiness.writable { pendingFlush.insert(session.number) }
-        if readiness.readable || readiness.hangup { read(session) }
+        if readiness.readable || readiness.hangup { read(session, hangup: readiness.hangup) }
     }
 
-    private func read(_ session: Session) {
+    private func read(_ session: Session, hangup: Bool) {
         let result = readBuffer.withUnsafeMutableBytes { buffer in
             Result { () throws(Errno) -> Int in try session.descriptor.read(into: buffer) }
         }
@@ -143,7 +174,14 @@ final class Broker {
             return
         }
         if count == 0 {
-            close(session, reason: "client closed the connection")
+            // A half-close (shutdown of the client's writing side) still wants its replies and, when subscribed,
+            // the events; a full close shows as a hang-up, or as a write error later.
+            if hangup || (session.subscription == nil && session.outbound.isEmpty && session.unhandled.isEmpty) {
+                close(session, reason: "client closed the connection")
+            } else {
+                session.inputClosed = true
+                pendingFlush.insert(session.number)
+            }
             return
         }
         session.lastActivity = monotonicNanoseconds()
@@ -182,7 +220,7 @@ final class Broker {
     private func handle(_ message: ClientMessage, from session: Session) {
         let id = message.id
         switch message.request {
-        case .hello(let versions, let clientName):
+        case .hello(let versions, let clientName, let restoreID):
             guard !session.greeted else {
                 reply(to: session, .error(id: id, ProtocolError(.alreadyGreeted, "hello: session: already greeted")))
                 return
@@ -199,13 +237,42 @@ final class Broker {
                                 + " \(range.lowerBound) to \(range.upperBound))")))
                 return
             }
+            var restoreKey: RestoreKey?
+            if let restoreID {
+                guard let uid = session.peer?.uid else {
+                    reply(
+                        to: session,
+                        .error(
+                            id: id,
+                            ProtocolError(
+                                .invalidField, "hello: restoreID: the daemon could not read this client's credentials")))
+                    return
+                }
+                let key = RestoreKey(uid: uid, restoreID: restoreID)
+                guard !sessions.values.contains(where: { $0.restoreKey == key && pendingClose[$0.number] == nil }) else {
+                    reply(
+                        to: session,
+                        .error(
+                            id: id,
+                            ProtocolError(
+                                .restoreIDInUse,
+                                "hello: restoreID: '\(restoreID)' is in use by another connection of this user")))
+                    return
+                }
+                restoreKey = key
+            }
             session.greeted = true
             session.protocolVersion = version
             session.clientName = clientName
+            session.restoreKey = restoreKey
             logger.debug("client said hello", session.metadata)
+            let kept = restoreKey.flatMap { preserved.claim($0) }
             reply(
                 to: session,
-                .hello(id: id, version: version, daemonVersion: AccmonVersion.current, sessionID: session.sessionID))
+                .hello(
+                    id: id, version: version, daemonVersion: AccmonVersion.current, sessionID: session.sessionID,
+                    restored: kept != nil))
+            if let kept { handBack(kept, to: session) }
         case .subscribe(let filter):
             guard session.subscription == nil else {
                 reply(
@@ -216,7 +283,12 @@ final class Broker {
             // The loop owns both the registry and the session: the snapshot and the start of the stream are one
             // step, so nothing is missed or repeated between them.
             session.subscription = filter
-            reply(to: session, .snapshot(id: id, registry.snapshot(matching: filter)))
+            let snapshot = registry.snapshot(matching: filter)
+            if session.restoreKey != nil {
+                session.memory = SessionMemory(filter: filter, snapshot: snapshot)
+                stateIsDirty = true
+            }
+            reply(to: session, .snapshot(id: id, snapshot))
         case .unsubscribe:
             guard session.subscription != nil else {
                 reply(to: session, .error(id: id, ProtocolError(.notSubscribed, "unsubscribe: session: not subscribed")))
@@ -225,7 +297,17 @@ final class Broker {
             session.subscription = nil
             session.suspendedByRequest = false
             _ = session.queue.removeAll()
+            if session.memory != nil {
+                session.memory = nil
+                stateIsDirty = true
+            }
             reply(to: session, .ok(id: id, connectionID: nil))
+        case .acknowledge(let sequence):
+            // No reply: acknowledgements stream with the events. Only sessions with a restore id keep them.
+            if session.memory != nil {
+                session.memory!.acknowledge(sequence)
+                stateIsDirty = true
+            }
         case .suspend:
             guard session.subscription != nil else {
                 reply(to: session, .error(id: id, ProtocolError(.notSubscribed, "suspend: session: not subscribed")))
@@ -293,7 +375,14 @@ final class Broker {
             uptimeSeconds: Double(now - startedAt) / 1e9,
             connectedAccessories: registry.count, sessions: sessions.count, sequence: registry.sequence,
             simulate: simulated != nil,
-            clients: sessions.values.sorted { $0.number < $1.number }.map { $0.status(now: now) })
+            clients: sessions.values.sorted { $0.number < $1.number }.map { $0.status(now: now) }
+                + preserved.sessions.sorted { $0.value.since < $1.value.since }.map { key, kept in
+                    SessionStatus(
+                        sessionID: "restore:\(key.restoreID)", clientName: kept.clientName, pid: 0, uid: key.uid,
+                        state: .preserved, suspendedBecause: "", subscribed: true,
+                        queuedEvents: kept.memory.replay.count, outboundBytes: 0,
+                        idleSeconds: Double(now &- kept.since) / 1e9)
+                })
     }
 
     // MARK: Events
@@ -305,8 +394,12 @@ final class Broker {
             switch report {
             case .attached(let key, let accessory): events = registry.attach(key: key, accessory)
             case .detached(let key): events = registry.detach(key: key)
+            case .inventory(let prefix, let keys): events = registry.reconcile(keyPrefix: prefix, present: keys)
             }
-            for event in events { publish(event) }
+            for event in events {
+                reserveNumbers()
+                publish(event)
+            }
         }
     }
 
@@ -325,6 +418,14 @@ final class Broker {
             let bytes = line ?? codec.encode(.event(event))
             line = bytes
             deliver(event, bytes, to: session)
+            if session.memory != nil {
+                session.memory!.record(event, line: bytes)
+                stateIsDirty = true
+            }
+        }
+        if !preserved.sessions.isEmpty {
+            preserved.record(event, line: line ?? codec.encode(.event(event)))
+            stateIsDirty = true
         }
     }
 
@@ -362,6 +463,7 @@ final class Broker {
             poller.remove(session.descriptor)
             session.descriptor.close()
             logger.debug("client disconnected: \(reason)", session.metadata)
+            preserveIfRestorable(session)
         }
         pendingClose.removeAll(keepingCapacity: true)
     }
@@ -388,6 +490,12 @@ final class Broker {
             }
             handleUnhandledLines(of: session)
             guard pendingClose[session.number] == nil else { return }
+            if session.inputClosed && session.subscription == nil && session.outbound.isEmpty
+                && session.unhandled.isEmpty
+            {
+                close(session, reason: "client closed its side after its last request")
+                return
+            }
             let stalled = session.outbound.byteCount == 0 || session.outbound.byteCount >= before
             if stalled { break }
         }
@@ -397,7 +505,7 @@ final class Broker {
     /// Watches for writability while output waits, and for readability while there is room for replies.
     private func updateInterest(_ session: Session) {
         var wanted: Interest = []
-        if !session.outboundIsFull && session.unhandled.isEmpty { wanted.insert(.readable) }
+        if !session.outboundIsFull && session.unhandled.isEmpty && !session.inputClosed { wanted.insert(.readable) }
         if !session.outbound.isEmpty { wanted.insert(.writable) }
         guard wanted != session.interest else { return }
         do {
@@ -448,11 +556,120 @@ final class Broker {
         for session in sessions.values {
             poller.remove(session.descriptor)
             session.descriptor.close()
+            preserveIfRestorable(session)
         }
         sessions.removeAll()
+        if store != nil { saveState() }
+    }
+
+    // MARK: Restore ids and persistence
+
+    /// Keeps the session of a client that went away, if it registered a restore id and was subscribed.
+    private func preserveIfRestorable(_ session: Session) {
+        guard let key = session.restoreKey, let memory = session.memory else { return }
+        let kept = PreservedSession(
+            clientName: session.clientName, memory: memory, since: monotonicNanoseconds(),
+            sinceWallClock: wallClockSeconds())
+        for dropped in preserved.preserve(kept, as: key) {
+            logger.notice(
+                "preserved session dropped: more than \(preserved.maximumCount) are kept",
+                ["restore.id": dropped.restoreID, "client.uid": String(dropped.uid)])
+        }
+        stateIsDirty = true
+        logger.info(
+            "client gone; session preserved for its restore id",
+            session.metadata.merging(["restore.id": key.restoreID, "replay": String(memory.replay.count)]) { $1 })
+    }
+
+    /// Hands a preserved session to its returning client: the state as of its last acknowledgement, the events
+    /// since (coalesced), then the `restored` marker; live events follow.
+    private func handBack(_ kept: PreservedSession, to session: Session) {
+        session.memory = kept.memory
+        session.subscription = kept.memory.filter
+        reply(to: session, .restore(kept.memory.restoreState))
+        for entry in kept.memory.replay.contents { session.outbound.append(entry.payload) }
+        reply(to: session, .restored(sequence: registry.sequence))
+        stateIsDirty = true
+        logger.info(
+            "session restored",
+            session.metadata.merging([
+                "restore.id": session.restoreKey?.restoreID ?? "", "replay": String(kept.memory.replay.count),
+            ]) { $1 })
+    }
+
+    private func expirePreservedSessions() {
+        for key in preserved.expire(now: monotonicNanoseconds()) {
+            stateIsDirty = true
+            logger.notice(
+                "preserved session expired after \(Int(configuration.restoreRetentionSeconds)) s",
+                ["restore.id": key.restoreID, "client.uid": String(key.uid)])
+        }
+    }
+
+    /// Keeps the reserved ceilings ahead of the counters, saving at once when they must move: numbers issued after
+    /// a crash then never repeat ones issued before it.
+    private func reserveNumbers() {
+        guard store != nil else { return }
+        let margin: UInt64 = 16
+        guard registry.sequence + margin >= sequenceCeiling || registry.lastConnectionID + margin >= connectionCeiling
+        else { return }
+        sequenceCeiling = registry.sequence + StateStore.reservation
+        connectionCeiling = registry.lastConnectionID + StateStore.reservation
+        saveState()
+    }
+
+    private func saveStateIfDue() {
+        guard stateIsDirty, store != nil,
+            monotonicNanoseconds() &- lastSave >= StateStore.writeIntervalNanoseconds
+        else { return }
+        saveState()
+    }
+
+    private func saveState() {
+        guard let store else { return }
+        let now = wallClockSeconds()
+        var entries = preserved.sessions.map { key, kept in
+            PersistedState.PreservedEntry(
+                key: key, clientName: kept.clientName, memory: kept.memory, preservedAt: kept.sinceWallClock)
+        }
+        // Live sessions with a restore id are saved as preserved: after a crash their clients come back to them.
+        for session in sessions.values {
+            guard let key = session.restoreKey, let memory = session.memory else { continue }
+            entries.append(
+                PersistedState.PreservedEntry(
+                    key: key, clientName: session.clientName, memory: memory, preservedAt: now))
+        }
+        store.save(
+            PersistedState(
+                sequenceCeiling: sequenceCeiling, connectionCeiling: connectionCeiling,
+                connected: registry.connectedByKey.map { PersistedState.ConnectedEntry(key: $0.key, accessory: $0.value) },
+                sessions: entries))
+        stateIsDirty = false
+        lastSave = monotonicNanoseconds()
+    }
+
+    /// Starts from saved state: the counters after their reserved ceilings, the connected set (reconciled with the
+    /// sources' start-up enumerations), and the preserved sessions with the time they have left.
+    private func restore(_ saved: PersistedState) {
+        registry = Registry(
+            lastSequence: saved.sequenceCeiling, lastConnectionID: saved.connectionCeiling,
+            connected: Dictionary(saved.connected.map { ($0.key, $0.accessory) }) { first, _ in first })
+        let now = monotonicNanoseconds()
+        let wallNow = wallClockSeconds()
+        for entry in saved.sessions {
+            let age = max(0, wallNow - entry.preservedAt)
+            let kept = PreservedSession(
+                clientName: entry.clientName, memory: entry.memory(codec: codec),
+                since: now &- UInt64(min(age, 1e9) * 1e9), sinceWallClock: entry.preservedAt)
+            _ = preserved.preserve(kept, as: RestoreKey(uid: entry.uid, restoreID: entry.restoreID))
+        }
+        logger.notice(
+            "state restored: \(saved.connected.count) accessories, \(saved.sessions.count) preserved sessions",
+            ["seq": String(saved.sequenceCeiling)])
     }
 
     private func removeSocketFile() {
+        guard configuration.inheritedListener == nil else { return }  // the socket unit owns a passed socket's path
         var info = stat()
         if lstat(configuration.socketPath, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK {
             unlink(configuration.socketPath)

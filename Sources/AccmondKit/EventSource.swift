@@ -50,8 +50,10 @@ public final class SimulatedEventSource: EventSource {
     /// Creates a source with no devices.
     public init() {}
 
+    /// Simulated accessories do not outlive the daemon: any remembered from before a restart are gone.
     public func start(delivering sink: EventSink) throws {
         state.withLock { $0.sink = sink }
+        sink.deliver([.inventory(keyPrefix: Self.keyPrefix, keys: [])])
     }
 
     public func stop() {

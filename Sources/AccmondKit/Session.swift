@@ -13,7 +13,8 @@ final class Session {
     /// The peer's credentials at connect time, when the kernel gave them.
     let peer: PeerCredentials?
     var clientName = ""
-    var protocolVersion = WireFormat.supportedVersions.upperBound
+    /// Version 1 until `hello` negotiates another: a client that skips `hello` speaks version 1.
+    var protocolVersion = 1
     var greeted = false
     /// The subscription's filter; `nil` while not subscribed.
     var subscription: AccessoryFilter?
@@ -25,8 +26,15 @@ final class Session {
     var queue = CoalescingQueue<[UInt8]>()
     /// Whether the client sent `suspend` (and not yet `resume`).
     var suspendedByRequest = false
+    /// Whether the client shut down its writing side (as `socat` does at the end of its input): the daemon stops
+    /// reading but keeps writing replies and events until the client closes.
+    var inputClosed = false
     /// What the poller watches on the descriptor now.
     var interest: Interest = .readable
+    /// The user and restore id the client registered in `hello`, if it did.
+    var restoreKey: RestoreKey?
+    /// For a subscribed session with a restore id: what is needed to hand it back later.
+    var memory: SessionMemory?
     /// When the client last sent bytes or took some (monotonic nanoseconds).
     var lastActivity: UInt64
 
@@ -65,6 +73,7 @@ final class Session {
             metadata["client.uid"] = String(peer.uid)
         }
         if !clientName.isEmpty { metadata["client.name"] = clientName }
+        if let restoreKey { metadata["restore.id"] = restoreKey.restoreID }
         return metadata
     }
 }

@@ -11,6 +11,8 @@ import Synchronization
 /// (`ENOBUFS`: events were lost), it is reopened and a fresh enumeration is reconciled with what was reported.
 public final class UdevEventSource: EventSource {
     public let name = "udev"
+    /// Every key of this source is a sysfs path.
+    static let keyPrefix = "/sys/"
     private let logger: Logger
     private let stopWakeup: WakeupEvent
     private let stopping = Atomic<Bool>(false)
@@ -89,7 +91,7 @@ public final class UdevEventSource: EventSource {
         var events: [SourceEvent] = []
         for record in records { events += apply(record, to: &tracker) }
         logger.info("coldplug: \(records.count) devices, \(tracker.attachedKeys.count) accessories")
-        return events
+        return events + [.inventory(keyPrefix: Self.keyPrefix, keys: tracker.attachedKeys)]
     }
 
     /// Waits for monitor events and delivers them, until stopped or the monitor fails.

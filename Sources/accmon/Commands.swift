@@ -201,11 +201,20 @@ struct StatusCommand: Command {
             [
                 client.sessionID, quotedIfNeeded(client.clientName.isEmpty ? "-" : client.clientName),
                 client.pid == 0 ? "-" : String(client.pid), String(client.uid),
-                client.state == .live ? (client.subscribed ? "live" : "idle") : "suspended (\(client.suspendedBecause))",
+                stateLabel(client),
                 String(client.queuedEvents), String(client.outboundBytes), "\(Int(client.idleSeconds)) s",
             ]
         }
         writeOut("\n" + table(["SESSION", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows))
+    }
+}
+
+/// `live`, `idle` (not subscribed), `suspended (requested|not-reading)` or `preserved`.
+func stateLabel(_ client: SessionStatus) -> String {
+    switch client.state {
+    case .live: client.subscribed ? "live" : "idle"
+    case .suspended: "suspended (\(client.suspendedBecause))"
+    case .preserved: "preserved"
     }
 }
 

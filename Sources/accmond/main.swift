@@ -5,6 +5,7 @@ import Glibc
 
 let usage = """
     Usage: accmond [--socket PATH] [--simulate] [--no-udev] [--log-level LEVEL] [--max-client-buffer BYTES]
+                   [--state-dir PATH] [--restore-retention SECONDS] [--max-preserved N]
 
     The accmon daemon: publishes accessory connect and disconnect events on a Unix socket.
 
@@ -13,7 +14,11 @@ let usage = """
       --simulate                 enable the simulated event source driven by `accmon simulate`
       --no-udev                  do not watch udev (with --simulate: only simulated accessories)
       --log-level LEVEL          trace, debug, info, notice, warning, error or critical (default info)
-      --max-client-buffer BYTES  bytes queued for a client that does not read before it is dropped (default 4194304)
+      --max-client-buffer BYTES  bytes buffered for a client that does not read; past it the client is suspended and
+                                 its events are queued and coalesced (default 4194304)
+      --state-dir PATH           keep state across restarts here (default /var/lib/accmon)
+      --restore-retention SECS   keep a gone client's session for its restore id this long (default 86400)
+      --max-preserved N          keep at most N such sessions (default 1024)
       -h, --help                 show this help
       --version                  show the version
 
@@ -46,6 +51,15 @@ func parseArguments(_ list: [String]) -> DaemonConfiguration {
         let text = value(for: argument)
         guard let bytes = Int(text), bytes >= 4096 else { fail("--max-client-buffer: '\(text)' is not a number ≥ 4096") }
         configuration.maximumOutboundBytes = bytes
+    case "--state-dir": configuration.stateDirectory = value(for: argument)
+    case "--restore-retention":
+        let text = value(for: argument)
+        guard let seconds = Double(text), seconds >= 0 else { fail("--restore-retention: '\(text)' is not seconds ≥ 0") }
+        configuration.restoreRetentionSeconds = seconds
+    case "--max-preserved":
+        let text = value(for: argument)
+        guard let count = Int(text), count >= 0 else { fail("--max-preserved: '\(text)' is not a count ≥ 0") }
+        configuration.maximumPreservedSessions = count
     case "-h", "--help":
         try? FileDescriptor.standardOutput.writeAll(usage.utf8)  // try?: exiting anyway
         exit(0)
