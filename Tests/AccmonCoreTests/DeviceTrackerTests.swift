@@ -192,6 +192,7 @@ extension Registry {
         switch report {
         case .attached(let key, let accessory): attach(key: key, accessory)
         case .detached(let key): detach(key: key)
+        case .inventory(let prefix, let keys): reconcile(keyPrefix: prefix, present: keys)
         }
     }
 }
@@ -200,6 +201,7 @@ extension SourceEvent {
     var key: String {
         switch self {
         case .attached(let key, _), .detached(let key): key
+        case .inventory(let prefix, _): prefix
         }
     }
 }
