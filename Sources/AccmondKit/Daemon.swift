@@ -1,6 +1,5 @@
 import AccmonCore
 import AccmonSys
-import AccmonSystemd
 import Glibc
 
 /// How accmond runs.
@@ -23,14 +22,6 @@ public struct DaemonConfiguration: Sendable {
     public var handlesSignals: Bool
     /// Where the daemon logs.
     public var logger: Logger
-    /// A listening socket passed by the service manager (socket activation): served instead of binding
-    /// ``socketPath``, and never unlinked. The executable takes it from ``ServiceManager/takePassedDescriptors()``.
-    public var inheritedListener: InheritedListener? = nil
-    /// Whether the daemon tells the service manager `READY=1`, `STATUS=`, `WATCHDOG=1` and `STOPPING=1`
-    /// (sd_notify(3); a no-op without `NOTIFY_SOCKET`). See ``ServiceNotifier``.
-    public var notifiesServiceManager = true
-    /// Called by the broker loop at the end of every turn, on the loop's thread: keep it short.
-    public var onLoopTurn: (@Sendable (LoopTurn) -> Void)? = nil
 
     /// Creates a configuration.
     public init(
@@ -97,28 +88,15 @@ public final class Daemon: Sendable {
                 throw DaemonError(description: "accmond: state directory: \(error) (choose another with --state-dir)")
             }
         }
-        let notifier = try makeServiceNotifier()
-        notifier?.starting("Starting: listening, enumerating devices")
         let listener: FileDescriptor
-        var brokerConfiguration = configuration
         do {
-            if let inherited = configuration.inheritedListener {
-                listener = inherited.descriptor
-                brokerConfiguration.socketPath = inherited.path
-            } else {
-                listener = try UnixSocket.listen(path: configuration.socketPath)
-            }
+            listener = try UnixSocket.listen(path: configuration.socketPath)
             try listener.setNonBlocking()
         } catch {
             throw DaemonError(description: "accmond: cannot listen: \(error)")
         }
-        brokerConfiguration.onLoopTurn = { [onLoopTurn = configuration.onLoopTurn] turn in
-            onLoopTurn?(turn)
-            notifier?.loopTurned(turn)
-        }
         let broker = try Broker(
-            configuration: brokerConfiguration, listener: listener, sink: sink, simulated: simulated,
-            stopFlag: stopFlag)
+            configuration: configuration, listener: listener, sink: sink, simulated: simulated, stopFlag: stopFlag)
         for source in sources {
             do {
                 try source.start(delivering: sink)
@@ -127,41 +105,11 @@ public final class Daemon: Sendable {
             }
         }
         logger.notice(
-            "listening on \(brokerConfiguration.socketPath)"
-                + (configuration.inheritedListener == nil ? "" : " (socket from the service manager)"),
+            "listening on \(configuration.socketPath)",
             ["sources": sources.map(\.name).joined(separator: ","), "version": AccmonVersion.current])
-        do {
-            try notifier?.start()
-        } catch {
-            throw DaemonError(description: "accmond: sd_notify: helper thread: \(error)")
-        }
-        // One turn at once, even when no source reported anything: its end sends READY=1.
-        sink.wakeup.signal()
         broker.run()
-        notifier?.finish()
         for source in sources { source.stop() }
         logger.notice("stopped")
-    }
-
-    /// The notifier for the service manager, with the watchdog interval systemd asked for; `nil` when off.
-    private func makeServiceNotifier() throws -> ServiceNotifier? {
-        guard configuration.notifiesServiceManager else { return nil }
-        let watchdog: UInt64?
-        do {
-            watchdog = try ServiceManager.watchdogIntervalMicroseconds()
-        } catch {
-            throw DaemonError(description: "accmond: sd_watchdog_enabled: WATCHDOG_USEC: \(error)")
-        }
-        if let watchdog {
-            configuration.logger.info("watchdog: the service manager expects a ping every \(watchdog / 1000) ms")
-        }
-        do {
-            return try ServiceNotifier(logger: configuration.logger, watchdogMicroseconds: watchdog) { [sink] in
-                sink.wakeup.signal()
-            }
-        } catch {
-            throw DaemonError(description: "accmond: sd_notify: eventfd: \(error)")
-        }
     }
 
     /// Asks ``run()`` to stop as it does on SIGTERM. Safe from any thread.
