@@ -106,8 +106,6 @@ final class Broker {
             finishTurn()
             expirePreservedSessions()
             saveStateIfDue()
-            configuration.onLoopTurn?(
-                LoopTurn(accessories: registry.count, clients: sessions.count, stopping: stopFlag.isRaised))
         }
         shutDown()
     }
@@ -669,7 +667,6 @@ final class Broker {
     }
 
     private func removeSocketFile() {
-        guard configuration.inheritedListener == nil else { return }  // the socket unit owns a passed socket's path
         var info = stat()
         if lstat(configuration.socketPath, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK {
             unlink(configuration.socketPath)
