@@ -10,12 +10,12 @@ public struct AccessorySubscription: AsyncSequence, Sendable {
 
     /// The accessories that matched when the subscription began; every event that follows is newer.
     public let snapshot: Snapshot
-    private let events: AsyncThrowingStream<AccessoryEvent, any Error>
+    private let pushes: AsyncThrowingStream<Push, any Error>
     private let channel: Channel
 
-    init(snapshot: Snapshot, events: AsyncThrowingStream<AccessoryEvent, any Error>, channel: Channel) {
+    init(snapshot: Snapshot, pushes: AsyncThrowingStream<Push, any Error>, channel: Channel) {
         self.snapshot = snapshot
-        self.events = events
+        self.pushes = pushes
         self.channel = channel
     }
 
@@ -27,7 +27,19 @@ public struct AccessorySubscription: AsyncSequence, Sendable {
         channel.onDisconnect(of: accessory, perform: handler)
     }
 
-    public func makeAsyncIterator() -> AsyncThrowingStream<AccessoryEvent, any Error>.AsyncIterator {
-        events.makeAsyncIterator()
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(pushes: pushes.makeAsyncIterator())
+    }
+
+    /// Yields the events among the daemon's pushes.
+    public struct Iterator: AsyncIteratorProtocol {
+        var pushes: AsyncThrowingStream<Push, any Error>.AsyncIterator
+
+        public mutating func next() async throws -> AccessoryEvent? {
+            while let push = try await pushes.next() {
+                if case .event(let event) = push { return event }
+            }
+            return nil
+        }
     }
 }

@@ -23,15 +23,25 @@ public final class AccmonConnection: Sendable {
     public let protocolVersion: Int
     /// The daemon's version.
     public let daemonVersion: String
+    /// Whether the daemon handed back a preserved session for the restore id given to ``connect(socketPath:clientName:)``'s
+    /// sibling used by ``AccmonSession``.
+    let restored: Bool
+    /// For a connection with a restore id: the pushes, opened before `hello` so that the restore is not missed.
+    let restorePushes: AsyncThrowingStream<Push, any Error>?
 
-    private let channel: Channel
+    let channel: Channel
 
-    private init(socketPath: String, channel: Channel, hello: (version: Int, daemon: String, session: String)) {
+    private init(
+        socketPath: String, channel: Channel, hello: (version: Int, daemon: String, session: String, restored: Bool),
+        restorePushes: AsyncThrowingStream<Push, any Error>?
+    ) {
         self.socketPath = socketPath
         self.channel = channel
         self.protocolVersion = hello.version
         self.daemonVersion = hello.daemon
         self.sessionID = hello.session
+        self.restored = hello.restored
+        self.restorePushes = restorePushes
     }
 
     /// The socket path a client uses: `explicitPath`, else `$ACCMON_SOCKET`, else `/run/accmon/accmon.sock`.
@@ -53,6 +63,13 @@ public final class AccmonConnection: Sendable {
     public static func connect(socketPath: String? = nil, clientName: String) async throws(AccmonError)
         -> AccmonConnection
     {
+        try await connect(socketPath: socketPath, clientName: clientName, restoreID: nil)
+    }
+
+    /// Connects, registering `restoreID` when given (see ``AccmonSession``).
+    static func connect(socketPath: String?, clientName: String, restoreID: String?) async throws(AccmonError)
+        -> AccmonConnection
+    {
         let path = resolveSocketPath(socketPath)
         let descriptor: FileDescriptor
         do {
@@ -67,13 +84,22 @@ public final class AccmonConnection: Sendable {
             descriptor.close()
             throw AccmonError(.connectionClosed, "accmon: cannot start the reader thread: \(error)")
         }
-        let reply = try await channel.request(.hello(versions: Array(WireFormat.supportedVersions), clientName: clientName))
-        guard case .hello(_, let version, let daemonVersion, let sessionID, _) = reply else {
+        let restorePushes = restoreID.map { _ in channel.openPushStream() }
+        let reply: ServerMessage
+        do {
+            reply = try await channel.request(
+                .hello(versions: Array(WireFormat.supportedVersions), clientName: clientName, restoreID: restoreID))
+        } catch {
+            channel.close()
+            throw error
+        }
+        guard case .hello(_, let version, let daemonVersion, let sessionID, let restored) = reply else {
             channel.close()
             throw AccmonError(.invalidResponse, "accmon: hello: unexpected reply from accmond")
         }
         return AccmonConnection(
-            socketPath: path, channel: channel, hello: (version, daemonVersion, sessionID))
+            socketPath: path, channel: channel, hello: (version, daemonVersion, sessionID, restored),
+            restorePushes: restorePushes)
     }
 
     private static func connectError(_ error: SocketError, path: String) -> AccmonError {
@@ -90,23 +116,33 @@ public final class AccmonConnection: Sendable {
         }
     }
 
+    /// Subscribes on a connection whose push stream is already open (one with a restore id).
+    func subscribe(_ filter: AccessoryFilter, pushes: AsyncThrowingStream<Push, any Error>) async throws(AccmonError)
+        -> Snapshot
+    {
+        guard case .snapshot(_, let snapshot) = try await channel.request(.subscribe(filter)) else {
+            throw AccmonError(.invalidResponse, "accmon: subscribe: unexpected reply from accmond")
+        }
+        return snapshot
+    }
+
     /// Subscribes: returns the snapshot of connected accessories that match `filter`, then yields live events.
     ///
     /// No accessory is missing from or repeated between the snapshot and the events.
     /// - Throws: ``AccmonError`` when the daemon refuses (for example when already subscribed) or is gone.
     public func subscribe(_ filter: AccessoryFilter = .all) async throws(AccmonError) -> AccessorySubscription {
-        let events = channel.openEventStream()
+        let pushes = channel.openPushStream()
         let reply = try await channel.request(.subscribe(filter))
         guard case .snapshot(_, let snapshot) = reply else {
             throw AccmonError(.invalidResponse, "accmon: subscribe: unexpected reply from accmond")
         }
-        return AccessorySubscription(snapshot: snapshot, events: events, channel: channel)
+        return AccessorySubscription(snapshot: snapshot, pushes: pushes, channel: channel)
     }
 
     /// Ends the subscription; its event sequence finishes.
     public func unsubscribe() async throws(AccmonError) {
         _ = try await channel.request(.unsubscribe)
-        channel.finishEventStream(throwing: nil)
+        channel.finishPushStream(throwing: nil)
     }
 
     /// Suspends the subscription: the daemon holds events and coalesces them (a connect and disconnect of the same

@@ -11,11 +11,12 @@ final class Channel: Sendable {
     private struct State {
         var nextRequestID: Int64 = 1
         var pending: [Int64: Reply] = [:]
-        var events: AsyncThrowingStream<AccessoryEvent, any Error>.Continuation?
+        var pushes: AsyncThrowingStream<Push, any Error>.Continuation?
         /// Connections the subscription knows as connected, for disconnect handlers.
         var connected: Set<ConnectionID> = []
         var disconnectHandlers: [ConnectionID: [@Sendable (Accessory) -> Void]] = [:]
         var closedByUser = false
+        var endWaiters: [CheckedContinuation<Void, Never>] = []
         var ended: AccmonError?
     }
 
@@ -64,13 +65,14 @@ final class Channel: Sendable {
         return message
     }
 
-    /// Opens the stream that live events go to; call before sending `subscribe`, so none can be missed.
-    func openEventStream() -> AsyncThrowingStream<AccessoryEvent, any Error> {
-        let (stream, continuation) = AsyncThrowingStream<AccessoryEvent, any Error>.makeStream()
+    /// Opens the stream that events (and a restore's messages) go to; call before sending `subscribe` or a `hello`
+    /// with a restore id, so that none can be missed.
+    func openPushStream() -> AsyncThrowingStream<Push, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<Push, any Error>.makeStream()
         let ended = state.withLock { state -> AccmonError? in
             if state.ended == nil {
-                state.events?.finish()
-                state.events = continuation
+                state.pushes?.finish()
+                state.pushes = continuation
                 state.connected = []
             }
             return state.ended
@@ -79,14 +81,14 @@ final class Channel: Sendable {
         return stream
     }
 
-    /// Finishes the event stream (after `unsubscribe`).
-    func finishEventStream(throwing error: AccmonError?) {
+    /// Finishes the push stream (after `unsubscribe`).
+    func finishPushStream(throwing error: AccmonError?) {
         let continuation = state.withLock { state in
             defer {
-                state.events = nil
+                state.pushes = nil
                 state.disconnectHandlers = [:]
             }
-            return state.events
+            return state.pushes
         }
         continuation?.finish(throwing: error)
     }
@@ -99,6 +101,24 @@ final class Channel: Sendable {
             return true
         }
         if !registered { handler(accessory) }
+    }
+
+    /// Sends a line that expects no reply (an acknowledgement); a failure shows up on the reader thread.
+    func send(_ request: ClientRequest) {
+        let line = ProtocolCodec().encode(ClientMessage(request))
+        _ = try? writeLock.withLock { _ throws(Errno) in try descriptor.sendAll(line) }  // try?: see above
+    }
+
+    /// Returns once the connection has ended (closed by either side).
+    func ended() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let alreadyEnded = state.withLock { state in
+                if state.ended != nil { return true }
+                state.endWaiters.append(continuation)
+                return false
+            }
+            if alreadyEnded { continuation.resume() }
+        }
     }
 
     func close() {
@@ -162,10 +182,17 @@ final class Channel: Sendable {
             // Handlers first, outside the lock (they may call onDisconnect): as documented, a disconnect handler has
             // run by the time the event reaches the consumer.
             for handler in handlers { handler(event.accessory) }
-            state.withLock { $0.events?.yield(event) }
+            state.withLock { $0.pushes?.yield(.event(event)) }
+        case .restore(let restored):
+            state.withLock { state in
+                state.connected = Set(restored.accessories.map(\.connectionID))
+                state.pushes?.yield(.restore(restored))
+            }
+        case .restored(let sequence):
+            state.withLock { $0.pushes?.yield(.restored(sequence)) }
         case .error(nil, let error):
             // An error not tied to a request (the daemon could not read a line of ours): it ends the stream.
-            finishEventStream(
+            finishPushStream(
                 throwing: AccmonError(.requestFailed, "accmon: accmond: \(error.message) (\(error.code))", protocolError: error))
         default:
             guard case .number(let id)? = message.requestID else { return }
@@ -180,19 +207,28 @@ final class Channel: Sendable {
     }
 
     private func end(_ error: AccmonError) {
-        let (pending, events, closedByUser) = state.withLock { state in
+        let (pending, pushes, closedByUser, waiters) = state.withLock { state in
             state.ended = state.closedByUser ? AccmonError(.connectionClosed, "accmon: the connection was closed") : error
             defer {
                 state.pending = [:]
-                state.events = nil
+                state.pushes = nil
                 state.disconnectHandlers = [:]
             }
-            return (state.pending, state.events, state.closedByUser)
+            defer { state.endWaiters = [] }
+            return (state.pending, state.pushes, state.closedByUser, state.endWaiters)
         }
         let failure = closedByUser ? AccmonError(.connectionClosed, "accmon: the connection was closed") : error
         for reply in pending.values { reply.resume(returning: .failure(failure)) }
-        events?.finish(throwing: closedByUser ? nil : error)
+        pushes?.finish(throwing: closedByUser ? nil : error)
+        for waiter in waiters { waiter.resume() }
     }
+}
+
+/// What the daemon pushes without a request: events, and on restore the handed-back state and its end marker.
+enum Push: Sendable {
+    case event(AccessoryEvent)
+    case restore(RestoreState)
+    case restored(UInt64)
 }
 
 extension ServerMessage {

@@ -36,7 +36,8 @@ struct WatchCommand: Command {
     static let name = "watch"
     static let abstract = "Show accessories as they connect and disconnect, until Ctrl-C."
     static let usage = """
-        Usage: accmon watch [--json] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME] [--socket PATH]
+        Usage: accmon watch [--json] [--restore-id ID] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME]
+                            [--socket PATH]
 
         \(abstract)
         First prints the accessories connected now (as "present"), then one line per event: time, connect or
@@ -44,6 +45,9 @@ struct WatchCommand: Command {
 
         Options:
           --json             print the protocol's messages as NDJSON: the snapshot, then each event
+          --restore-id ID    keep the session across restarts of accmon and accmond: when accmon watch starts
+                             again with the same id, it shows what it knew (with --json: a "session" line
+                             with "restored":true), then what it missed; it reconnects by itself
         \(filterOptionsHelp)
         \(CommonOptions.help)
 
@@ -51,6 +55,7 @@ struct WatchCommand: Command {
 
     var common: CommonOptions
     var json = false
+    var restoreID: String?
     var filter = AccessoryFilter()
 
     init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
@@ -58,13 +63,26 @@ struct WatchCommand: Command {
         while let option = arguments.next() {
             if option == "--json" {
                 json = true
+            } else if option == "--restore-id" {
+                restoreID = try arguments.value(for: option)
             } else if try !common.parse(option, &arguments), try !parseFilterOption(option, &arguments, into: &filter) {
                 throw UsageError(message: "unknown option '\(option)'")
             }
         }
     }
 
+    /// The first `--json` line of a session with a restore id.
+    struct SessionLine: Encodable {
+        var type = "session"
+        var restored: Bool
+        var accessories: [Accessory]
+    }
+
     func run() async throws(AccmonError) {
+        if let restoreID {
+            try await runSession(restoreID: restoreID)
+            return
+        }
         let connection = try await common.connect()
         let subscription = try await connection.subscribe(filter)
         let style = Style.standardOutput
@@ -86,6 +104,42 @@ struct WatchCommand: Command {
             throw error
         } catch {
             throw AccmonError(.connectionClosed, "accmon: watch: \(error)")
+        }
+    }
+}
+
+extension WatchCommand {
+    /// Watches through an ``AccmonSession``: survives restarts of both sides; printing an event consumes it.
+    func runSession(restoreID: String) async throws(AccmonError) {
+        let session = try await AccmonSession.start(
+            socketPath: common.socket, clientName: "accmon watch", restoreID: restoreID, filter: filter)
+        let style = Style.standardOutput
+        if json {
+            writeOut(jsonLine(SessionLine(restored: session.wasRestored, accessories: session.initialAccessories)))
+        } else {
+            if session.wasRestored { writeError("accmon: session '\(restoreID)' restored\n") }
+            for accessory in session.initialAccessories {
+                writeOut(humanLine(session.wasRestored ? "known" : "present", accessory, style: style))
+            }
+        }
+        let states = Task {
+            for await state in session.connectionStates {
+                switch state {
+                case .connected: writeError("accmon: connected to accmond\n")
+                case .reconnecting(let attempt, let delay, let reason):
+                    writeError("\(reason); reconnecting (attempt \(attempt), in \(delay) s)\n")
+                case .closed: break
+                }
+            }
+        }
+        defer { states.cancel() }
+        let codec = ProtocolCodec()
+        for await event in session.events {
+            if json {
+                writeOut(String(decoding: codec.encode(.event(event)), as: UTF8.self))
+            } else {
+                writeOut(humanLine(event.change.rawValue, event.accessory, style: style))
+            }
         }
     }
 }
