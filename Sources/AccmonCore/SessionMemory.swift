@@ -58,16 +58,4 @@ public struct SessionMemory: Sendable {
             filter: filter, acknowledged: acknowledged,
             accessories: known.values.sorted { $0.connectionID < $1.connectionID })
     }
-
-    /// The view after the replay: what the client will know once it has everything.
-    public var viewAfterReplay: [ConnectionID: Accessory] {
-        var view = known
-        for event in replay.events {
-            switch event.change {
-            case .connect: view[event.accessory.connectionID] = event.accessory
-            case .disconnect: view[event.accessory.connectionID] = nil
-            }
-        }
-        return view
-    }
 }
