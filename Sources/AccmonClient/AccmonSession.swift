@@ -183,7 +183,7 @@ final class SessionCore: Sendable {
             await connection.channel.ended()
             state.withLock { $0.connection = nil }
             if Task.isCancelled || isClosed { break }
-            var reason = "accmond closed the connection"
+            var reason = "accmon: accmond closed the connection"
             while !Task.isCancelled && !isClosed {
                 attempt += 1
                 let delay = min(0.05 * Double(1 << min(attempt, 7)), 5.0)
@@ -243,7 +243,9 @@ final class SessionCore: Sendable {
         }
         for accessory in gone { hand(AccessoryEvent(.disconnect, sequence: asOf, accessory: accessory), force: true) }
         for accessory in new { hand(AccessoryEvent(.connect, sequence: asOf, accessory: accessory), force: true) }
-        state.withLock { $0.lastHanded = max($0.lastHanded, asOf) }
+        // A fresh subscription after the daemon lost the session (its state was wiped, or the session expired) may
+        // number events from lower than before: continue from its numbering.
+        state.withLock { $0.lastHanded = connection.restored ? max($0.lastHanded, asOf) : asOf }
         Task { await self.forward(iterator) }
     }
 

@@ -73,6 +73,9 @@ public struct Accessory: Codable, Sendable, Hashable {
     /// For a serial port on a USB device, the number of the USB interface behind it (`bInterfaceNumber`, such as
     /// `"00"`); empty otherwise.
     public var interfaceNumber: String
+    /// For a USB accessory, the SHA-256 of its raw USB descriptors (the sysfs `descriptors` attribute) as 64
+    /// lowercase hex digits, which a manifest entry can pin against spoofing; empty when unknown.
+    public var descriptorsSHA256: String
 
     /// Creates an accessory; ``accessoryID`` defaults to one derived from the identity fields.
     public init(
@@ -80,7 +83,7 @@ public struct Accessory: Codable, Sendable, Hashable {
         name: String = "", manufacturer: String = "", modelNumber: String = "", serialNumber: String = "",
         firmwareRevision: String = "", hardwareRevision: String = "", vendorID: String = "", productID: String = "",
         protocolStrings: [String] = [], deviceNodes: [String] = [], sysfsPath: String = "", portPath: String = "",
-        interfaceNumber: String = ""
+        interfaceNumber: String = "", descriptorsSHA256: String = ""
     ) {
         self.kind = kind
         self.connectionID = connectionID
@@ -97,6 +100,7 @@ public struct Accessory: Codable, Sendable, Hashable {
         self.sysfsPath = sysfsPath
         self.portPath = portPath
         self.interfaceNumber = interfaceNumber
+        self.descriptorsSHA256 = descriptorsSHA256
         self.accessoryID = ""
         self.accessoryID = accessoryID ?? derivedAccessoryID
     }

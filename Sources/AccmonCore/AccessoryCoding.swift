@@ -2,6 +2,7 @@ extension Accessory {
     enum CodingKeys: String, CodingKey {
         case kind, accessoryID, connectionID, name, manufacturer, modelNumber, serialNumber, firmwareRevision
         case hardwareRevision, vendorID, productID, protocolStrings, deviceNodes, sysfsPath, portPath, interfaceNumber
+        case descriptorsSHA256
     }
 
     /// Decodes an accessory; only `kind` is required, absent fields are empty and a missing `accessoryID` is derived.
@@ -19,7 +20,7 @@ extension Accessory {
             protocolStrings: try c.decodeIfPresent([String].self, forKey: .protocolStrings) ?? [],
             deviceNodes: try c.decodeIfPresent([String].self, forKey: .deviceNodes) ?? [],
             sysfsPath: try text(.sysfsPath), portPath: try text(.portPath),
-            interfaceNumber: try text(.interfaceNumber))
+            interfaceNumber: try text(.interfaceNumber), descriptorsSHA256: try text(.descriptorsSHA256))
     }
 
     /// Encodes every field, empty ones included, so that clients see a fixed shape.
@@ -41,5 +42,6 @@ extension Accessory {
         try c.encode(sysfsPath, forKey: .sysfsPath)
         try c.encode(portPath, forKey: .portPath)
         try c.encode(interfaceNumber, forKey: .interfaceNumber)
+        try c.encode(descriptorsSHA256, forKey: .descriptorsSHA256)
     }
 }

@@ -22,7 +22,8 @@ public struct ProtocolCodec {
     public func decodeClientMessage(_ line: some Collection<UInt8>) -> Result<ClientMessage, ClientDecodingFailure> {
         // JSONDecoder checks the encoding of only the strings it reads; the protocol is UTF-8 throughout.
         guard String(validating: line, as: UTF8.self) != nil else {
-            return .failure(ClientDecodingFailure(id: nil, error: ProtocolError(.malformedJSON, "message: line: not valid UTF-8")))
+            return .failure(
+                ClientDecodingFailure(id: nil, error: ProtocolError(.malformedJSON, "message: line: not valid UTF-8")))
         }
         let data = Data(line)
         let envelope: Envelope

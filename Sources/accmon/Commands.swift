@@ -291,6 +291,7 @@ struct SimulateCommand: Command {
           --protocol NAME        a protocol string (repeatable)
           --node PATH            a device node (repeatable)
           --sysfs PATH           sysfs path               --port PATH          USB port path (such as 1-1.2)
+          --interface NUMBER     USB interface number of a serial port (such as 00)
           --id TEXT              accessory id (default: derived from kind, ids and serial or port)
         \(CommonOptions.help)
 
@@ -327,6 +328,7 @@ struct SimulateCommand: Command {
                 case "--node": accessory.deviceNodes.append(try arguments.value(for: option))
                 case "--sysfs": accessory.sysfsPath = try arguments.value(for: option)
                 case "--port": accessory.portPath = try arguments.value(for: option)
+                case "--interface": accessory.interfaceNumber = try arguments.value(for: option)
                 case "--id": accessoryID = try arguments.value(for: option)
                 default: throw UsageError(message: "unknown option '\(option)'")
                 }

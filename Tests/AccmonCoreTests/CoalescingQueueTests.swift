@@ -1,19 +1,6 @@
 import AccmonCore
 import Testing
 
-/// SplitMix64: a small, seedable generator, so that every random case can be replayed from its seed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite struct CoalescingQueueTests {
     func event(_ change: AccessoryEvent.Change, _ connection: UInt64, accessory: String = "a", seq: UInt64)
         -> AccessoryEvent
@@ -65,7 +52,7 @@ struct SeededGenerator: RandomNumberGenerator {
     }
 
     func checkStorm(seed: UInt64) {
-        var random = SeededGenerator(seed: seed)
+        var random = SplitMix64(seed: seed)
         let accessories = Int.random(in: 1...8, using: &random)
         var registry = Registry()
         var queue = CoalescingQueue<UInt64>()

@@ -43,7 +43,7 @@ import Testing
     @Test(arguments: 0..<20)
     func restoreStateAndReplayAlwaysGiveTheTruth(batch: Int) {
         for seed in (UInt64(batch) * 50)..<(UInt64(batch) * 50 + 50) {
-            var random = SeededGenerator(seed: seed &+ 7_000)
+            var random = SplitMix64(seed: seed &+ 7_000)
             let accessories = Int.random(in: 1...6, using: &random)
             var registry = Registry()
             var memory = SessionMemory(filter: .all, snapshot: registry.snapshot())

@@ -1,0 +1,43 @@
+import AccmonCore
+
+/// Sample values shared by the core tests.
+enum Fixtures {
+    /// An accessory with every field set, none equal to its default (checked by `fullAccessoryFixtureSetsEveryField`).
+    static let fullAccessory = Accessory(
+        kind: .serial, accessoryID: "serial:0403:6001:serial=A50285BI", connectionID: ConnectionID(42),
+        name: "FT232R USB UART", manufacturer: "FTDI", modelNumber: "FT232R", serialNumber: "A50285BI",
+        firmwareRevision: "6.00", hardwareRevision: "rev B", vendorID: "0403", productID: "6001",
+        protocolStrings: ["com.ftdi.uart", "org.accmon.serial"],
+        deviceNodes: ["/dev/ttyUSB0", "/dev/serial/by-id/usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0"],
+        sysfsPath: "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1.2", portPath: "1-1.2", interfaceNumber: "00",
+        descriptorsSHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+
+    /// An accessory whose strings need escaping in JSON: quotes, backslashes, control characters, non-ASCII.
+    static let awkwardAccessory = Accessory(
+        kind: .bluetoothHID, accessoryID: #"id with "quotes" and \backslash\"#, connectionID: ConnectionID(UInt64.max),
+        name: "Clavier \u{E9}l\u{E9}gant \u{1F3B9}", manufacturer: "Line\nbreak\tand tab", modelNumber: "nul\u{0}byte",
+        serialNumber: "\u{2028}\u{2029}", firmwareRevision: "</script>", hardwareRevision: "\u{7F}",
+        vendorID: "05ac", productID: "abcd", protocolStrings: ["", "a/b/c"], deviceNodes: ["/dev/input/event3"],
+        sysfsPath: "/sys/devices/virtual/misc/uhid/0005:05AC:0265.0001", portPath: "", interfaceNumber: "\u{FEFF}")
+
+    /// A USB accessory with only the required field set.
+    static let minimalAccessory = Accessory(kind: .usb)
+
+    /// Request ids of each form, with the extremes.
+    static let requestIDs: [RequestID?] = [
+        nil, .number(0), .number(7), .number(-1), .number(Int64.max), .number(Int64.min), .string(""),
+        .string("req-1"), .string("42"), .string("\u{1F600} \"quoted\"\n"),
+    ]
+
+    /// Filters with each part alone, all parts, and none.
+    static let filters: [AccessoryFilter] = [
+        .all,
+        AccessoryFilter(kind: .usb),
+        AccessoryFilter(kind: .serial),
+        AccessoryFilter(kind: .bluetoothHID),
+        AccessoryFilter(vendorID: "0403"),
+        AccessoryFilter(productID: "6001"),
+        AccessoryFilter(protocolString: "com.ftdi.uart"),
+        AccessoryFilter(kind: .serial, vendorID: "403", productID: "60aF", protocolString: "org.accmon.serial"),
+    ]
+}
