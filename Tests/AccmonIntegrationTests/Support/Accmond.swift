@@ -1,0 +1,162 @@
+import AccmonClient
+import AccmonCore
+import AccmonSys
+import Foundation
+import Glibc
+import Synchronization
+
+/// A real `accmond` on a socket in a fresh temporary directory; killed and reaped in `deinit`.
+final class Accmond: @unchecked Sendable {
+    let directory: TemporaryDirectory
+    let socketPath: String
+    let process: ChildProcess
+
+    /// Starts accmond and waits until its socket accepts connections.
+    ///
+    /// - Parameters:
+    ///   - simulate: pass `--simulate`.
+    ///   - logLevel: `--log-level`.
+    ///   - arguments: more flags, such as `["--max-client-buffer", "65536"]`.
+    static func start(
+        simulate: Bool = true, logLevel: String = "info", arguments: [String] = []
+    ) async throws -> Accmond {
+        let directory = try TemporaryDirectory()
+        let socketPath = directory.file("accmond.sock")
+        // Its own state directory (never /var/lib/accmon, shared by every daemon) and no udev: only simulated
+        // accessories, so that counters start fresh and nothing from the host shows up.
+        var flags = ["--socket", socketPath, "--log-level", logLevel, "--state-dir", directory.file("state"), "--no-udev"]
+        if simulate { flags.append("--simulate") }
+        let process = try ChildProcess(try Binaries.accmond, flags + arguments, name: "accmond", directory: directory)
+        let daemon = Accmond(directory: directory, socketPath: socketPath, process: process)
+        try await daemon.waitUntilAccepting()
+        return daemon
+    }
+
+    private init(directory: TemporaryDirectory, socketPath: String, process: ChildProcess) {
+        self.directory = directory
+        self.socketPath = socketPath
+        self.process = process
+    }
+
+    private func waitUntilAccepting(timeout: Duration = .seconds(10)) async throws {
+        var lastError = "no attempt"
+        let accepted = await eventually(timeout: timeout, interval: .milliseconds(5)) {
+            guard process.isRunning else { return true }
+            do {
+                let probe = try UnixSocket.connect(path: socketPath)
+                probe.close()
+                return true
+            } catch {
+                lastError = "\(error)"
+                return false
+            }
+        }
+        guard process.isRunning else {
+            throw Binaries.LocateError(
+                description: "accmond exited at start (\(process.termination.map(\.description) ?? "?")): \(log)")
+        }
+        guard accepted else {
+            throw Binaries.LocateError(
+                description: "accmond: socket \(socketPath) does not accept after \(timeout) (\(lastError)): \(log)")
+        }
+    }
+
+    /// accmond's stderr so far.
+    var log: String { process.stderr }
+
+    /// A library connection to this daemon.
+    func connect(_ clientName: String = "integration-test") async throws -> AccmonConnection {
+        try await AccmonConnection.connect(socketPath: socketPath, clientName: clientName)
+    }
+
+    /// Runs the `accmon` CLI against this daemon (`--socket` first) and returns its exit and output.
+    func accmon(_ arguments: [String], timeout: Duration = .seconds(15)) async throws -> CommandResult {
+        try await run(try Binaries.accmon, ["--socket", socketPath] + arguments, in: directory, timeout: timeout)
+    }
+
+    /// Starts the `accmon` CLI against this daemon as a long-running child (such as `watch`).
+    func startAccmon(_ arguments: [String], name: String) throws -> ChildProcess {
+        try ChildProcess(try Binaries.accmon, ["--socket", socketPath] + arguments, name: name, directory: directory)
+    }
+
+    /// Whether the socket file exists.
+    var socketFileExists: Bool {
+        var info = stat()
+        return lstat(socketPath, &info) == 0
+    }
+
+    deinit {
+        process.kill()
+    }
+}
+
+/// Collects a subscription's events on a task of its own, for assertions from the test.
+final class EventLog: Sendable {
+    private struct State {
+        var events: [AccessoryEvent] = []
+        var ended = false
+        var error: (any Error)?
+    }
+    private let state = Mutex(State())
+    let snapshot: Snapshot
+    private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
+
+    init(_ subscription: AccessorySubscription) {
+        snapshot = subscription.snapshot
+        let task = Task { [self] in
+            do {
+                for try await event in subscription {
+                    state.withLock { $0.events.append(event) }
+                }
+                state.withLock { $0.ended = true }
+            } catch {
+                state.withLock {
+                    $0.ended = true
+                    $0.error = error
+                }
+            }
+        }
+        self.task.withLock { $0 = task }
+    }
+
+    var events: [AccessoryEvent] { state.withLock { $0.events } }
+    var count: Int { state.withLock { $0.events.count } }
+    var ended: Bool { state.withLock { $0.ended } }
+    /// The error that ended the sequence, if it threw.
+    var error: (any Error)? { state.withLock { $0.error } }
+
+    /// Waits until at least `count` events arrived; returns whether they did in time.
+    func waitForCount(_ count: Int, timeout: Duration = .seconds(10)) async -> Bool {
+        await eventually(timeout: timeout) { self.count >= count }
+    }
+
+    /// Waits until `condition` holds for the events received so far.
+    func waitUntil(timeout: Duration = .seconds(10), _ condition: @escaping ([AccessoryEvent]) -> Bool) async -> Bool {
+        await eventually(timeout: timeout) { condition(events) }
+    }
+
+    /// Waits until the sequence ends.
+    func waitForEnd(timeout: Duration = .seconds(10)) async -> Bool {
+        await eventually(timeout: timeout) { ended }
+    }
+
+    deinit { task.withLock { $0?.cancel() } }
+}
+
+/// Closes every connection when it goes out of scope, so a failing test leaves no reader thread behind.
+final class ConnectionBag: @unchecked Sendable {
+    private let connections = Mutex<[AccmonConnection]>([])
+
+    @discardableResult
+    func add(_ connection: AccmonConnection) -> AccmonConnection {
+        connections.withLock { $0.append(connection) }
+        return connection
+    }
+
+    func closeAll() {
+        for connection in connections.withLock({ $0 }) { connection.close() }
+    }
+
+    deinit { closeAll() }
+}
+
