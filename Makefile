@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SWIFT ?= swift
 BUILD_DIR ?= .build
-APT_PACKAGES := libudev-dev libsystemd-dev socat
+APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat
 DEBUG_BIN = $(BUILD_DIR)/debug
 
 .PHONY: all build deps run test test-unit test-integration fuzz clean

@@ -20,6 +20,9 @@ let package = Package(
         // Thin wrappers over the system calls the daemon and the client use.
         .target(name: "CAccmonShims"),
         .systemLibrary(name: "CUdev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
+        // OpenSSL's libcrypto, wrapped, for the SHA-256 of USB descriptors (manifest pinning); not linked by AccmonCore.
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .target(name: "AccmonCrypto", dependencies: ["CCrypto"], swiftSettings: strictSettings),
         .target(name: "AccmonSys", dependencies: ["CAccmonShims"], swiftSettings: strictSettings),
         // The daemon's machinery: event sources, registry, broker loop, sessions, transport.
         // libudev, wrapped: handles that unref in one place, used on one thread.
@@ -35,6 +38,9 @@ let package = Package(
             name: "AccmonExampleWatcher", dependencies: ["AccmonClient"], path: "Examples/AccmonExampleWatcher",
             swiftSettings: strictSettings),
         .testTarget(name: "AccmonCoreTests", dependencies: ["AccmonCore"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonManifestTests", dependencies: ["AccmonClient", "AccmonCrypto"], exclude: ["Corpus"],
+            swiftSettings: strictSettings),
         .testTarget(
             name: "AccmonIntegrationTests", dependencies: ["AccmonClient", "AccmonCore", "AccmonSys", "AccmondKit"],
             swiftSettings: strictSettings),

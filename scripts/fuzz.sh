@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 # The fuzz targets, one a line: name | seed directory under Fuzz/seeds | the target's source file.
 targets=(
     "protocol-decoder|protocol|Fuzz/ProtocolDecoderFuzzer.swift"
+    "manifest-parser|manifest|Fuzz/ManifestParserFuzzer.swift"
 )
 
 swiftc=${SWIFTC:-$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)}

@@ -7,6 +7,7 @@ enum ExitCode: Int32 {
     case success = 0
     case failure = 1
     case usage = 64
+    case dataError = 65
     case unavailable = 69
     case permissionDenied = 77
 

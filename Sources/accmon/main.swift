@@ -2,7 +2,9 @@ import AccmonClient
 import AccmonCore
 import Glibc
 
-let commands: [any Command.Type] = [WatchCommand.self, ListCommand.self, StatusCommand.self, SimulateCommand.self]
+let commands: [any Command.Type] = [
+    WatchCommand.self, ListCommand.self, StatusCommand.self, SimulateCommand.self, ManifestCommand.self,
+]
 
 let mainUsage = """
     Usage: accmon [--socket PATH] COMMAND [OPTIONS]
