@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SWIFT ?= swift
 BUILD_DIR ?= .build
-APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat
+APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux
 DEBUG_BIN = $(BUILD_DIR)/debug
 
 .PHONY: all build deps run test test-unit test-integration fuzz clean
@@ -24,7 +24,7 @@ build: deps
 # Starts accmond on a temporary socket with a simulated source, plays a scripted demo of plug events, and shows
 # `accmon watch`. On a terminal it keeps watching until Ctrl-C; otherwise it exits after the demo.
 run: build
-	@scripts/demo.sh $(DEBUG_BIN)
+	@scripts/umockdev-demo.sh $(DEBUG_BIN)
 
 test: build
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests

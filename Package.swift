@@ -38,6 +38,7 @@ let package = Package(
             name: "AccmonExampleWatcher", dependencies: ["AccmonClient"], path: "Examples/AccmonExampleWatcher",
             swiftSettings: strictSettings),
         .testTarget(name: "AccmonCoreTests", dependencies: ["AccmonCore"], swiftSettings: strictSettings),
+        .testTarget(name: "AccmonUdevTests", dependencies: ["AccmonClient", "AccmonCore"], swiftSettings: strictSettings),
         .testTarget(
             name: "AccmonManifestTests", dependencies: ["AccmonClient", "AccmonCrypto"], exclude: ["Corpus"],
             swiftSettings: strictSettings),
