@@ -4,8 +4,13 @@ SWIFT ?= swift
 BUILD_DIR ?= .build
 APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux
 DEBUG_BIN = $(BUILD_DIR)/debug
+# The package: built and tested under PACKAGE_DIR (release build, staging tree, cached minbase chroot).
+PACKAGE_DIR ?= build
+PACKAGE_APT_PACKAGES := dpkg-dev binutils xz-utils man-db python3 systemd debootstrap lintian
+VERSION = $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonCore/Version.swift)
+DEB = $(PACKAGE_DIR)/accmon_$(VERSION)_amd64.deb
 
-.PHONY: all build deps run test test-unit test-integration fuzz clean
+.PHONY: all build deps deps-package run test test-unit test-integration test-package deb fuzz clean
 
 all: build
 
@@ -18,6 +23,10 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# The same, plus what building and testing the .deb needs.
+deps-package:
+	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(APT_PACKAGES) $(PACKAGE_APT_PACKAGES)"
+
 build: deps
 	$(SWIFT) build --scratch-path $(BUILD_DIR)
 
@@ -29,9 +38,18 @@ run: build
 test: build
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
 	$(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build
+	@$(MAKE) --no-print-directory test-package
+
+# Builds $(DEB): static release binaries, units, udev rules, manifest, man pages, completion, client library source.
+deb: deps-package
+	BUILD_DIR=$(PACKAGE_DIR) SWIFT=$(SWIFT) packaging/build-deb.sh
+
+# Checks the .deb: lintian, systemd-analyze, man pages, then install, run and purge in a minbase bookworm chroot.
+test-package: deb
+	packaging/test-package.sh $(DEB) $(PACKAGE_DIR)
 
 fuzz: deps
 	@scripts/fuzz.sh $${FUZZ_SECONDS:-60}
 
 clean:
-	rm -rf $(BUILD_DIR) Fuzz/bin
+	rm -rf $(BUILD_DIR) $(PACKAGE_DIR) Fuzz/bin

@@ -20,18 +20,24 @@ let package = Package(
         // Thin wrappers over the system calls the daemon and the client use.
         .target(name: "CAccmonShims"),
         .systemLibrary(name: "CUdev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // OpenSSL's libcrypto, wrapped, for the SHA-256 of USB descriptors (manifest pinning); not linked by AccmonCore.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "AccmonCrypto", dependencies: ["CCrypto"], swiftSettings: strictSettings),
-        .target(name: "AccmonSys", dependencies: ["CAccmonShims"], swiftSettings: strictSettings),
+        .target(name: "AccmonSys", dependencies: ["AccmonCore", "CAccmonShims"], swiftSettings: strictSettings),
         // The daemon's machinery: event sources, registry, broker loop, sessions, transport.
         // libudev, wrapped: handles that unref in one place, used on one thread.
         .target(name: "AccmonUdev", dependencies: ["AccmonCore", "AccmonSys", "CUdev"], swiftSettings: strictSettings),
+        // libsystemd, wrapped: sd_notify, socket activation, the watchdog, the journal. The daemon's alone, so that the
+        // client library and the CLI do not link libsystemd.
+        .target(name: "AccmonSystemd", dependencies: ["AccmonSys", "CSystemd"], swiftSettings: strictSettings),
         .target(
-            name: "AccmondKit", dependencies: ["AccmonCore", "AccmonSys", "AccmonUdev"], swiftSettings: strictSettings),
+            name: "AccmondKit", dependencies: ["AccmonCore", "AccmonSys", "AccmonUdev", "AccmonSystemd"],
+            swiftSettings: strictSettings),
         // The library for client apps.
         .target(name: "AccmonClient", dependencies: ["AccmonCore", "AccmonSys"], swiftSettings: strictSettings),
-        .executableTarget(name: "accmond", dependencies: ["AccmondKit"], swiftSettings: strictSettings),
+        .executableTarget(
+            name: "accmond", dependencies: ["AccmondKit", "AccmonSys", "AccmonSystemd"], swiftSettings: strictSettings),
         .executableTarget(name: "accmon", dependencies: ["AccmonClient"], swiftSettings: strictSettings),
         // A minimal client app, built by the tests, showing the library's use.
         .executableTarget(

@@ -11,6 +11,7 @@ bin=${1:?usage: umockdev-demo.sh BUILD_BIN_DIR}
 bin=$(cd "$bin" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 harness_py="$here/../tests/umockdev/testbed.py"
+manifest="$here/../docs/examples/manifest.json"
 pause=${DEMO_PAUSE:-0.6}
 
 missing=()
@@ -21,7 +22,7 @@ for tool in unshare umockdev-wrapper; do command -v "$tool" >/dev/null || missin
   || missing+=("/usr/bin/python3 with gi and UMockdev")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "umockdev-demo: missing: ${missing[*]}" >&2
-  echo "  (Debian: apt-get install umockdev gir1.2-umockdev-1.0 python3-gi; scripts/demo.sh needs none of it)" >&2
+  echo "  (Debian: apt-get install umockdev gir1.2-umockdev-1.0 python3-gi)" >&2
   exit 1
 fi
 
@@ -51,7 +52,8 @@ coproc HARNESS {
   exec unshare $unshare_flags sh -c \
     'sysctl -qw net.unix.max_dgram_qlen=4096 && exec umockdev-wrapper /usr/bin/python3 "$0" "$@"' \
     "$harness_py" --accmond-log "$work/accmond.log" \
-    "$bin/accmond" --socket "$socket" --simulate --log-level info 2>"$work/harness.log"
+    "$bin/accmond" --socket "$socket" --simulate --log-level info --state-dir "$work/state" \
+    --manifest "$manifest" --manifest-dir "$work/manifest.d" 2>"$work/harness.log"
 }
 harness_pid=$HARNESS_PID
 for _ in $(seq 200); do [ -S "$socket" ] && break; sleep 0.05; done
@@ -76,8 +78,8 @@ harness() {
   esac
 }
 
-echo "== accmon watch (live events below)"
-"$bin/accmon" --socket "$socket" watch &
+echo "== accmon watch --all (live events below; the manifest is $manifest: rejected accessories are marked)"
+"$bin/accmon" --socket "$socket" watch --all &
 watch_pid=$!
 sleep 0.3
 
@@ -96,7 +98,7 @@ harness '{"op":"remove","name":"hub"}'
 harness '{"op":"sync"}'
 step "accmon list"
 sleep 0.2
-"$bin/accmon" --socket "$socket" list >&2
+"$bin/accmon" --socket "$socket" list --all >&2
 step "accmon status"
 "$bin/accmon" --socket "$socket" status >&2
 

@@ -130,9 +130,15 @@ public final class AccmonConnection: Sendable {
     ///
     /// No accessory is missing from or repeated between the snapshot and the events.
     /// - Throws: ``AccmonError`` when the daemon refuses (for example when already subscribed) or is gone.
-    public func subscribe(_ filter: AccessoryFilter = .all) async throws(AccmonError) -> AccessorySubscription {
+    /// - Parameters:
+    ///   - filter: which accessories.
+    ///   - includeRejected: also the accessories the manifest rejected, each event of one carrying the reason
+    ///     (``AccessoryEvent/rejection``); for root and the manifest's admins only.
+    public func subscribe(_ filter: AccessoryFilter = .all, includeRejected: Bool = false) async throws(AccmonError)
+        -> AccessorySubscription
+    {
         let pushes = channel.openPushStream()
-        let reply = try await channel.request(.subscribe(filter))
+        let reply = try await channel.request(.subscribe(filter, includeRejected: includeRejected))
         guard case .snapshot(_, let snapshot) = reply else {
             throw AccmonError(.invalidResponse, "accmon: subscribe: unexpected reply from accmond")
         }
@@ -157,11 +163,25 @@ public final class AccmonConnection: Sendable {
     }
 
     /// A one-shot snapshot of the connected accessories that match `filter`.
-    public func list(_ filter: AccessoryFilter = .all) async throws(AccmonError) -> Snapshot {
-        guard case .list(_, let snapshot) = try await channel.request(.list(filter)) else {
+    ///
+    /// With `includeRejected` (root and the manifest's admins only), the accessories the manifest rejected too, with
+    /// the reasons in ``Snapshot/rejected``.
+    public func list(_ filter: AccessoryFilter = .all, includeRejected: Bool = false) async throws(AccmonError)
+        -> Snapshot
+    {
+        guard case .list(_, let snapshot) = try await channel.request(.list(filter, includeRejected: includeRejected))
+        else {
             throw AccmonError(.invalidResponse, "accmon: list: unexpected reply from accmond")
         }
         return snapshot
+    }
+
+    /// Asks the daemon to read its manifest again (root and the manifest's admins only).
+    ///
+    /// - Throws: ``AccmonError`` whose ``AccmonError/protocolError`` has the code `manifest-invalid` and lists every
+    ///   problem when the manifest is broken; the previous one then stays in force.
+    public func reloadManifest() async throws(AccmonError) {
+        _ = try await channel.request(.reloadManifest)
     }
 
     /// The daemon's status.

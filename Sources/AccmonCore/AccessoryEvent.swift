@@ -12,11 +12,14 @@ public struct AccessoryEvent: Sendable, Hashable {
     public var sequence: UInt64
     /// The accessory, with the connection that began or ended.
     public var accessory: Accessory
+    /// For an accessory the manifest rejected (shown to admins who asked for every accessory only): why.
+    public var rejection: String?
 
     /// Creates an event.
-    public init(_ change: Change, sequence: UInt64, accessory: Accessory) {
+    public init(_ change: Change, sequence: UInt64, accessory: Accessory, rejection: String? = nil) {
         self.change = change
         self.sequence = sequence
         self.accessory = accessory
+        self.rejection = rejection
     }
 }

@@ -47,17 +47,21 @@ public struct ProtocolCodec {
                 let body = try decoder.decode(HelloBody.self, from: data)
                 request = .hello(versions: body.versions, clientName: body.client ?? "", restoreID: body.restoreID)
             case "subscribe":
-                request = .subscribe(try validated(decoder.decode(FilterBody.self, from: data).filter, type))
+                let body = try decoder.decode(FilterBody.self, from: data)
+                request = .subscribe(try validated(body.filter, type), includeRejected: body.all ?? false)
             case "unsubscribe":
                 request = .unsubscribe
             case "list":
-                request = .list(try validated(decoder.decode(FilterBody.self, from: data).filter, type))
+                let body = try decoder.decode(FilterBody.self, from: data)
+                request = .list(try validated(body.filter, type), includeRejected: body.all ?? false)
             case "ack":
                 request = .acknowledge(try decoder.decode(AckBody.self, from: data).seq)
             case "suspend":
                 request = .suspend
             case "resume":
                 request = .resume
+            case "reload":
+                request = .reloadManifest
             case "status":
                 request = .status
             case "simulate":
@@ -67,7 +71,7 @@ public struct ProtocolCodec {
                     id: envelope.id,
                     error: ProtocolError(
                         .unknownType,
-                        "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, ack, list, status"
+                        "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, ack, list, status, reload"
                             + " or simulate)")))
             }
             return .success(ClientMessage(id: envelope.id, request))
@@ -120,9 +124,11 @@ public struct ProtocolCodec {
             body = OutgoingHello(type: "hello", id: message.id, versions: versions, client: name, restoreID: restoreID)
         case .acknowledge(let sequence):
             body = OutgoingAck(type: "ack", id: message.id, seq: sequence)
-        case .subscribe(let filter), .list(let filter):
-            body = OutgoingFilter(type: message.request.typeName, id: message.id, filter: filter == .all ? nil : filter)
-        case .unsubscribe, .suspend, .resume, .status:
+        case .subscribe(let filter, let all), .list(let filter, let all):
+            body = OutgoingFilter(
+                type: message.request.typeName, id: message.id, filter: filter == .all ? nil : filter,
+                all: all ? true : nil)
+        case .unsubscribe, .suspend, .resume, .status, .reloadManifest:
             body = OutgoingBare(type: message.request.typeName, id: message.id)
         case .simulateConnect(let accessory):
             body = OutgoingSimulate(
@@ -308,6 +314,7 @@ private struct HelloBody: Decodable {
 
 private struct FilterBody: Decodable {
     var filter: AccessoryFilter?
+    var all: Bool?
 }
 
 private struct SimulateBody: Decodable {
@@ -328,6 +335,7 @@ private struct OutgoingFilter: Encodable {
     var type: String
     var id: RequestID?
     var filter: AccessoryFilter?
+    var all: Bool?
 }
 
 private struct OutgoingBare: Encodable {
@@ -350,7 +358,7 @@ private struct ServerMessageCoding: Codable {
 
     enum Keys: String, CodingKey {
         case type, id, version, daemon, session, seq, accessories, accessory, connectionID, code, message, reason
-        case restored, filter
+        case restored, filter, rejected
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -380,10 +388,16 @@ private struct ServerMessageCoding: Codable {
             try c.encodeIfPresent(id, forKey: .id)
             try c.encode(snapshot.sequence, forKey: .seq)
             try c.encode(snapshot.accessories, forKey: .accessories)
+            if !snapshot.rejected.isEmpty {
+                try c.encode(
+                    Dictionary(uniqueKeysWithValues: snapshot.rejected.map { ($0.key.description, $0.value) }),
+                    forKey: .rejected)
+            }
         case .event(let event):
             try c.encode(event.change.rawValue, forKey: .type)
             try c.encode(event.sequence, forKey: .seq)
             try c.encode(event.accessory, forKey: .accessory)
+            try c.encodeIfPresent(event.rejection, forKey: .rejected)
         case .status(let id, let status):
             try c.encode("status", forKey: .type)
             try c.encodeIfPresent(id, forKey: .id)
@@ -408,9 +422,14 @@ private struct ServerMessageCoding: Codable {
         let type = try c.decode(String.self, forKey: .type)
         let id = try c.decodeIfPresent(RequestID.self, forKey: .id)
         func snapshot() throws -> Snapshot {
-            Snapshot(
+            let rejected = try c.decodeIfPresent([String: String].self, forKey: .rejected) ?? [:]
+            return Snapshot(
                 sequence: try c.decode(UInt64.self, forKey: .seq),
-                accessories: try c.decode([Accessory].self, forKey: .accessories))
+                accessories: try c.decode([Accessory].self, forKey: .accessories),
+                rejected: Dictionary(
+                    uniqueKeysWithValues: rejected.compactMap { key, reason in
+                        UInt64(key).map { (ConnectionID($0), reason) }
+                    }))
         }
         switch type {
         case "hello":
@@ -432,7 +451,8 @@ private struct ServerMessageCoding: Codable {
             message = .event(
                 AccessoryEvent(
                     type == "connect" ? .connect : .disconnect, sequence: try c.decode(UInt64.self, forKey: .seq),
-                    accessory: try c.decode(Accessory.self, forKey: .accessory)))
+                    accessory: try c.decode(Accessory.self, forKey: .accessory),
+                    rejection: try c.decodeIfPresent(String.self, forKey: .rejected)))
         case "status": message = .status(id: id, try DaemonStatus(from: decoder))
         case "ok": message = .ok(id: id, connectionID: try c.decodeIfPresent(ConnectionID.self, forKey: .connectionID))
         case "error":

@@ -16,6 +16,42 @@ public enum DeviceClassifier {
     /// The longest string accepted from a device; longer ones are cut (a device can report anything).
     public static let maximumFieldLength = 256
 
+    /// What ``DeviceTracker/apply(_:)`` and ``classify(_:)`` read of a device beyond its own fields and properties:
+    /// a source fills only these into the ``DeviceRecord`` (each sysfs attribute and ancestor costs system calls).
+    public struct RecordNeeds: Sendable, Hashable {
+        /// The device's own ``usbDeviceAttributes``.
+        public var attributes = false
+        /// ``DeviceRecord/usbDevice``, ``DeviceRecord/usbInterface``, ``DeviceRecord/hidDevice``.
+        public var usbDevice = false, usbInterface = false, hidDevice = false
+    }
+
+    /// The udev properties classification reads, of a device and of its ancestors: a source copies only these into
+    /// ``DeviceRecord/properties`` and ``AncestorRecord/properties``. Keep it in step with every `properties[...]` below.
+    public static let propertyNames = [
+        "DEVLINKS", "ID_BUS", "NAME", "HID_ID", "HID_NAME", "HID_UNIQ", "ID_VENDOR_ID", "ID_MODEL_ID", "ID_MODEL",
+        "ID_VENDOR", "ID_SERIAL_SHORT", "ID_REVISION",
+    ]
+
+    /// What a record of a device with these fields must hold for the tracker to decide about it; keep it in step with
+    /// ``classify(_:)`` and the `classify…` functions below. A `remove` or `unbind` needs nothing: the tracker reads
+    /// only its syspath.
+    public static func needs(action: String, subsystem: String, devtype: String, sysname: String) -> RecordNeeds {
+        var needs = RecordNeeds()
+        if action == "remove" || action == "unbind" { return needs }
+        switch subsystem {
+        case "usb" where devtype == "usb_device":
+            needs.attributes = true
+        case "tty" where sysname.hasPrefix("ttyUSB") || sysname.hasPrefix("ttyACM"):
+            needs.usbDevice = true
+            needs.usbInterface = true
+        case "input" where sysname.hasPrefix("event"):
+            needs.hidDevice = true
+        default:
+            break
+        }
+        return needs
+    }
+
     /// Classifies `record`.
     public static func classify(_ record: DeviceRecord) -> Classification {
         switch record.subsystem {
@@ -141,6 +177,13 @@ public enum DeviceClassifier {
 
     /// Trims whitespace and control characters and cuts the text to ``maximumFieldLength`` characters.
     static func cleaned(_ text: String) -> String {
+        // Most device strings are short printable ASCII with no outer spaces: nothing to change.
+        let bytes = text.utf8
+        if bytes.count <= maximumFieldLength, bytes.first != 0x20, bytes.last != 0x20,
+            bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F })
+        {
+            return text
+        }
         let printable = String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }))
         let trimmed = printable.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()
         return String(String(trimmed).prefix(maximumFieldLength))

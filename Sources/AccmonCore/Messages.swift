@@ -41,8 +41,9 @@ public enum ClientRequest: Sendable, Hashable {
     /// With a `restoreID`, the daemon preserves the session when the connection ends and hands it back to the next
     /// connection of the same user that says hello with the same id.
     case hello(versions: [Int], clientName: String, restoreID: String? = nil)
-    /// Asks for a snapshot of the matching accessories, then live events.
-    case subscribe(AccessoryFilter)
+    /// Asks for a snapshot of the matching accessories, then live events; with `includeRejected` (admins only),
+    /// accessories the manifest rejected too.
+    case subscribe(AccessoryFilter, includeRejected: Bool = false)
     /// Stops live events.
     case unsubscribe
     /// Asks the daemon to hold live events: they are queued and coalesced until `resume`.
@@ -51,8 +52,10 @@ public enum ClientRequest: Sendable, Hashable {
     case resume
     /// Acknowledges that the app has consumed every event up to this sequence number (no reply).
     case acknowledge(UInt64)
-    /// Asks for a one-shot snapshot.
-    case list(AccessoryFilter)
+    /// Asks for a one-shot snapshot; with `includeRejected` (admins only), of rejected accessories too.
+    case list(AccessoryFilter, includeRejected: Bool = false)
+    /// Asks the daemon to read the manifest again (admins only).
+    case reloadManifest
     /// Asks for the daemon's status.
     case status
     /// Makes the simulated source connect an accessory (daemon started with `--simulate` only).
@@ -71,6 +74,7 @@ public enum ClientRequest: Sendable, Hashable {
         case .resume: "resume"
         case .list: "list"
         case .status: "status"
+        case .reloadManifest: "reload"
         case .simulateConnect, .simulateDisconnect: "simulate"
         }
     }
@@ -91,16 +95,19 @@ public struct ClientMessage: Sendable, Hashable {
 }
 
 /// A snapshot of connected accessories, current as of a sequence number.
-public struct Snapshot: Codable, Sendable, Hashable {
+public struct Snapshot: Sendable, Hashable {
     /// The sequence number of the last event reflected in the snapshot; live events that follow have higher numbers.
     public var sequence: UInt64
     /// The connected accessories, in connection order.
     public var accessories: [Accessory]
+    /// For a snapshot that includes rejected accessories (admins only): why each was rejected, by connection.
+    public var rejected: [ConnectionID: String]
 
     /// Creates a snapshot.
-    public init(sequence: UInt64, accessories: [Accessory]) {
+    public init(sequence: UInt64, accessories: [Accessory], rejected: [ConnectionID: String] = [:]) {
         self.sequence = sequence
         self.accessories = accessories
+        self.rejected = rejected
     }
 }
 
@@ -137,13 +144,15 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var sequence: UInt64
     /// Whether the simulated event source is enabled.
     public var simulate: Bool
-    /// Each client session.
+    /// Each client session (for an ordinary user: only their own).
     public var clients: [SessionStatus]
+    /// The manifest in force and the outcome of the last attempt to load it.
+    public var manifest: ManifestStatus?
 
     /// Creates a status.
     public init(
         daemonVersion: String, protocolVersion: Int, uptimeSeconds: Double, connectedAccessories: Int, sessions: Int,
-        sequence: UInt64, simulate: Bool, clients: [SessionStatus] = []
+        sequence: UInt64, simulate: Bool, clients: [SessionStatus] = [], manifest: ManifestStatus? = nil
     ) {
         self.daemonVersion = daemonVersion
         self.protocolVersion = protocolVersion
@@ -153,6 +162,31 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
         self.sequence = sequence
         self.simulate = simulate
         self.clients = clients
+        self.manifest = manifest
+    }
+}
+
+/// The manifest as `status` shows it.
+public struct ManifestStatus: Codable, Sendable, Hashable {
+    /// The files of the manifest in force, in merge order.
+    public var files: [String]
+    /// Its number of entries.
+    public var entries: Int
+    /// When it was loaded (seconds since the epoch).
+    public var loadedAt: Double
+    /// The problems of the last load or reload that failed, as `file:line:column: reason`; empty when it succeeded.
+    /// After a failed reload the previous manifest stays in force.
+    public var lastFailure: [String]
+    /// Accessories connected now that the manifest rejects.
+    public var rejectedAccessories: Int
+
+    /// Creates a manifest status.
+    public init(files: [String], entries: Int, loadedAt: Double, lastFailure: [String], rejectedAccessories: Int) {
+        self.files = files
+        self.entries = entries
+        self.loadedAt = loadedAt
+        self.lastFailure = lastFailure
+        self.rejectedAccessories = rejectedAccessories
     }
 }
 

@@ -36,6 +36,10 @@ public struct ProtocolError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let notSubscribed = Code(rawValue: "not-subscribed")
         /// `hello` with a restore id that another live connection of the same user holds.
         public static let restoreIDInUse = Code(rawValue: "restore-id-in-use")
+        /// The client's user may not do this: admin operations are for root and the manifest's admins.
+        public static let permissionDenied = Code(rawValue: "permission-denied")
+        /// `reload` found problems in the manifest; the previous one stays in force.
+        public static let manifestInvalid = Code(rawValue: "manifest-invalid")
         /// `simulate` on a daemon not started with `--simulate`.
         public static let simulationDisabled = Code(rawValue: "simulation-disabled")
         /// A connection id that is not connected.

@@ -73,6 +73,12 @@ public struct Registry: Sendable {
         return Snapshot(sequence: sequence, accessories: accessories)
     }
 
+    /// An event for a connection that stays connected but became visible (`connect`) or invisible (`disconnect`) to
+    /// some clients, after a manifest reload: it takes the next sequence number and changes nothing else.
+    public mutating func visibilityEvent(_ change: AccessoryEvent.Change, _ accessory: Accessory) -> AccessoryEvent {
+        issue(change, accessory)
+    }
+
     /// The highest connection id issued so far.
     public var lastConnectionID: UInt64 { nextConnectionID - 1 }
 

@@ -96,6 +96,19 @@ public enum UnixSocket {
         return credentials
     }
 
+    /// The peer's supplementary groups at connect time (`SO_PEERGROUPS`).
+    public static func peerGroups(_ fd: FileDescriptor) throws(Errno) -> [gid_t] {
+        var capacity: Int32 = 64
+        while true {
+            var groups = [gid_t](repeating: 0, count: Int(capacity))
+            var count = capacity
+            if CAccmonShims_peerGroups(fd.rawValue, &groups, &count) == 0 { return Array(groups.prefix(Int(count))) }
+            let error = Errno.current
+            guard error.rawValue == ERANGE, count > capacity else { throw error }
+            capacity = count
+        }
+    }
+
     /// Sets the kernel send buffer size (`SO_SNDBUF`).
     public static func setSendBufferSize(_ fd: FileDescriptor, _ bytes: Int32) {
         var value = bytes

@@ -51,27 +51,28 @@ public final class UdevDevice {
         self.init(owning: pointer)
     }
 
-    /// Copies out what classification needs: the device's fields, its properties and chosen attributes, and those
-    /// of its `usb_device`, `usb_interface` and `hid` ancestors.
+    /// Copies out what classification needs: the device's fields and properties, and what
+    /// ``DeviceClassifier/needs(action:subsystem:devtype:sysname:)`` asks for of its chosen attributes and of its
+    /// `usb_device`, `usb_interface` and `hid` ancestors. Each attribute and ancestor costs sysfs reads, so no more
+    /// is read than the decision uses (a `remove` reads nothing from sysfs).
     public func record(action: String? = nil) -> DeviceRecord {
+        let action = action ?? Self.text(udev_device_get_action(pointer))
         let subsystem = Self.text(udev_device_get_subsystem(pointer))
         let devtype = Self.text(udev_device_get_devtype(pointer))
-        var attributes: [String: String] = [:]
-        if subsystem == "usb" && devtype == "usb_device" {
-            attributes = Self.attributes(pointer, usbDeviceAttributes)
-        }
+        let sysname = Self.text(udev_device_get_sysname(pointer))
+        let needs = DeviceClassifier.needs(action: action, subsystem: subsystem, devtype: devtype, sysname: sysname)
         return DeviceRecord(
-            action: action ?? Self.text(udev_device_get_action(pointer)),
+            action: action,
             syspath: Self.text(udev_device_get_syspath(pointer)),
             subsystem: subsystem,
             devtype: devtype,
-            sysname: Self.text(udev_device_get_sysname(pointer)),
+            sysname: sysname,
             devnode: Self.text(udev_device_get_devnode(pointer)),
             properties: Self.properties(pointer),
-            attributes: attributes,
-            usbDevice: ancestor("usb", "usb_device", usbDeviceAttributes),
-            usbInterface: ancestor("usb", "usb_interface", ["bInterfaceNumber"]),
-            hidDevice: ancestor("hid", nil, []))
+            attributes: needs.attributes ? Self.attributes(pointer, usbDeviceAttributes) : [:],
+            usbDevice: needs.usbDevice ? ancestor("usb", "usb_device", usbDeviceAttributes) : nil,
+            usbInterface: needs.usbInterface ? ancestor("usb", "usb_interface", ["bInterfaceNumber"]) : nil,
+            hidDevice: needs.hidDevice ? ancestor("hid", nil, []) : nil)
     }
 
     private func ancestor(_ subsystem: String, _ devtype: String?, _ attributeNames: [String]) -> AncestorRecord? {
@@ -84,12 +85,12 @@ public final class UdevDevice {
             attributes: Self.attributes(parent, attributeNames))
     }
 
+    /// The device's properties that classification reads (``DeviceClassifier/propertyNames``): looked up one by one,
+    /// which is much cheaper than copying the whole list (a udev event carries some 30 properties).
     private static func properties(_ device: OpaquePointer) -> [String: String] {
         var properties: [String: String] = [:]
-        var entry = udev_device_get_properties_list_entry(device)
-        while let current = entry {
-            properties[text(udev_list_entry_get_name(current))] = text(udev_list_entry_get_value(current))
-            entry = udev_list_entry_get_next(current)
+        for name in DeviceClassifier.propertyNames {
+            if let value = udev_device_get_property_value(device, name) { properties[name] = String(cString: value) }
         }
         return properties
     }

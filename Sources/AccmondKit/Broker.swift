@@ -39,6 +39,7 @@ final class Broker {
     private var registry: Registry
     private var sessions: [UInt64: Session] = [:]
     private var preserved: PreservedSessions
+    private var authorizer: Authorizer
     private let store: StateStore?
     /// Sequence numbers and connection ids below these are reserved on disk.
     private var sequenceCeiling: UInt64 = 0
@@ -66,12 +67,15 @@ final class Broker {
             maximumCount: configuration.maximumPreservedSessions)
         store = configuration.stateDirectory.map { StateStore(directory: $0, logger: configuration.logger) }
         registry = Registry()
+        authorizer = Authorizer(
+            mainPath: configuration.manifestPath, dropInDirectory: configuration.manifestDirectory,
+            logger: configuration.logger)
         do {
             poller = try Poller()
             try poller.add(listener, interest: .readable, token: Self.listenerToken)
             try poller.add(sink.wakeup.descriptor, interest: .readable, token: Self.wakeupToken)
             if configuration.handlesSignals {
-                let signals = try SignalDescriptor([SIGTERM, SIGINT])
+                let signals = try SignalDescriptor([SIGTERM, SIGINT, SIGHUP])
                 try poller.add(signals.descriptor, interest: .readable, token: Self.signalToken)
                 self.signals = signals
             } else {
@@ -80,7 +84,10 @@ final class Broker {
         } catch {
             throw DaemonError(description: "accmond: epoll: \(error)")
         }
+        loadManifest(initial: true)
         if let saved = store?.load() { restore(saved) }
+        // Accessories remembered from before a restart are judged by the manifest now in force.
+        _ = authorizer.reevaluate(registry.snapshot().accessories)
     }
 
     /// Serves until a stop signal or request, then says goodbye to every client.
@@ -106,6 +113,8 @@ final class Broker {
             finishTurn()
             expirePreservedSessions()
             saveStateIfDue()
+            configuration.onLoopTurn?(
+                LoopTurn(accessories: registry.count, clients: sessions.count, stopping: stopFlag.isRaised))
         }
         shutDown()
     }
@@ -237,6 +246,10 @@ final class Broker {
             }
             var restoreKey: RestoreKey?
             if let restoreID {
+                guard !restoreID.isEmpty else {
+                    reply(to: session, .error(id: id, ProtocolError(.invalidField, "hello: restoreID: must not be empty")))
+                    return
+                }
                 guard let uid = session.peer?.uid else {
                     reply(
                         to: session,
@@ -271,7 +284,8 @@ final class Broker {
                     id: id, version: version, daemonVersion: AccmonVersion.current, sessionID: session.sessionID,
                     restored: kept != nil))
             if let kept { handBack(kept, to: session) }
-        case .subscribe(let filter):
+        case .subscribe(let filter, let includeRejected):
+            guard !includeRejected || requireAdmin(session, id: id, for: "subscribe: all") else { return }
             guard session.subscription == nil else {
                 reply(
                     to: session,
@@ -281,7 +295,8 @@ final class Broker {
             // The loop owns both the registry and the session: the snapshot and the start of the stream are one
             // step, so nothing is missed or repeated between them.
             session.subscription = filter
-            let snapshot = registry.snapshot(matching: filter)
+            session.includesRejected = includeRejected
+            let snapshot = visibleSnapshot(for: session.principal, filter: filter, includeRejected: includeRejected)
             if session.restoreKey != nil {
                 session.memory = SessionMemory(filter: filter, snapshot: snapshot)
                 stateIsDirty = true
@@ -323,11 +338,31 @@ final class Broker {
             session.suspendedByRequest = false
             logger.debug("client resumed", session.metadata.merging(["queue": String(session.queue.count)]) { $1 })
             reply(to: session, .ok(id: id, connectionID: nil))
-        case .list(let filter):
-            reply(to: session, .list(id: id, registry.snapshot(matching: filter)))
+        case .list(let filter, let includeRejected):
+            guard !includeRejected || requireAdmin(session, id: id, for: "list: all") else { return }
+            reply(
+                to: session,
+                .list(id: id, visibleSnapshot(for: session.principal, filter: filter, includeRejected: includeRejected)))
+        case .reloadManifest:
+            guard requireAdmin(session, id: id, for: "reload") else { return }
+            let problems = loadManifest(initial: false)
+            if problems.isEmpty {
+                reply(to: session, .ok(id: id, connectionID: nil))
+            } else {
+                reply(
+                    to: session,
+                    .error(
+                        id: id,
+                        ProtocolError(
+                            .manifestInvalid,
+                            "reload: manifest: \(problems.count) \(problems.count == 1 ? "problem" : "problems"), the "
+                                + "previous manifest stays in force: "
+                                + problems.map(\.description).joined(separator: "; "))))
+            }
         case .status:
             reply(to: session, .status(id: id, status(for: session)))
         case .simulateConnect(let accessory):
+            guard requireAdmin(session, id: id, for: "simulate") else { return }
             guard let simulated = simulatedSource(replyingTo: session, id: id) else { return }
             var accessory = accessory
             if accessory.accessoryID.isEmpty { accessory.accessoryID = accessory.derivedAccessoryID }
@@ -335,6 +370,7 @@ final class Broker {
             publishSourceEvents()
             reply(to: session, .ok(id: id, connectionID: registry.accessory(under: key)?.connectionID))
         case .simulateDisconnect(let connectionID):
+            guard requireAdmin(session, id: id, for: "simulate") else { return }
             guard let simulated = simulatedSource(replyingTo: session, id: id) else { return }
             guard let key = registry.key(of: connectionID), key.hasPrefix(SimulatedEventSource.keyPrefix) else {
                 reply(
@@ -368,19 +404,141 @@ final class Broker {
 
     private func status(for session: Session) -> DaemonStatus {
         let now = monotonicNanoseconds()
+        // Other users' sessions are for admins: an ordinary client sees its own user's.
+        let admin = authorizer.isAdmin(session.principal)
+        let uid = session.principal?.uid
         return DaemonStatus(
             daemonVersion: AccmonVersion.current, protocolVersion: session.protocolVersion,
             uptimeSeconds: Double(now - startedAt) / 1e9,
             connectedAccessories: registry.count, sessions: sessions.count, sequence: registry.sequence,
             simulate: simulated != nil,
-            clients: sessions.values.sorted { $0.number < $1.number }.map { $0.status(now: now) }
-                + preserved.sessions.sorted { $0.value.since < $1.value.since }.map { key, kept in
+            clients: sessions.values.filter { admin || $0.principal?.uid == uid }.sorted { $0.number < $1.number }
+                .map { $0.status(now: now) }
+                + preserved.sessions.filter { admin || $0.key.uid == uid }.sorted { $0.value.since < $1.value.since }
+                .map { key, kept in
                     SessionStatus(
                         sessionID: "restore:\(key.restoreID)", clientName: kept.clientName, pid: 0, uid: key.uid,
                         state: .preserved, suspendedBecause: "", subscribed: true,
                         queuedEvents: kept.memory.replay.count, outboundBytes: 0,
                         idleSeconds: Double(now &- kept.since) / 1e9)
-                })
+                },
+            manifest: authorizer.status)
+    }
+
+    // MARK: The manifest and who sees what
+
+    /// Refuses (with `permission-denied`) a client that is neither root nor an admin of the manifest.
+    private func requireAdmin(_ session: Session, id: RequestID?, for operation: String) -> Bool {
+        if authorizer.isAdmin(session.principal) { return true }
+        reply(
+            to: session,
+            .error(
+                id: id,
+                ProtocolError(
+                    .permissionDenied,
+                    "\(operation): \(session.principal?.description ?? "this client"): only root and the manifest's "
+                        + "admins may do this")))
+        return false
+    }
+
+    /// What a client may see of the connected accessories, as it sees them (with the manifest's protocol strings).
+    private func visibleSnapshot(for principal: ClientPrincipal?, filter: AccessoryFilter, includeRejected: Bool)
+        -> Snapshot
+    {
+        let all = registry.snapshot()
+        var accessories: [Accessory] = []
+        var rejected: [ConnectionID: String] = [:]
+        for accessory in all.accessories {
+            guard let verdict = authorizer.verdict(accessory.connectionID),
+                verdict.isVisible(to: principal, includingRejected: includeRejected)
+            else { continue }
+            let announced = verdict.announced(accessory)
+            guard filter.matches(announced) else { continue }
+            accessories.append(announced)
+            if let reason = verdict.rejection { rejected[accessory.connectionID] = reason }
+        }
+        return Snapshot(sequence: all.sequence, accessories: accessories, rejected: rejected)
+    }
+
+    /// Loads the manifest; after a reload, re-decides every connected accessory and tells each client what it now
+    /// sees or no longer sees. A manifest with problems changes nothing.
+    @discardableResult
+    private func loadManifest(initial: Bool) -> [ManifestProblem] {
+        let problems = authorizer.load()
+        guard problems.isEmpty else {
+            for problem in problems { logger.error("manifest: \(problem)") }
+            logger.error(
+                initial
+                    ? "manifest: not loaded; every accessory is rejected until a reload succeeds"
+                    : "manifest: reload refused; the previous manifest stays in force")
+            return problems
+        }
+        logger.notice(
+            "manifest loaded: \(authorizer.manifest.entries.count) entries",
+            ["manifest.files": authorizer.files.joined(separator: ",")])
+        if !initial { reevaluateVisibility() }
+        return []
+    }
+
+    /// After a reload: for each connected accessory whose visibility changed for some client (live or preserved),
+    /// a connect (to those who now see it) or a disconnect (to those who no longer do), each with a sequence
+    /// number of its own.
+    private func reevaluateVisibility() {
+        let connected = registry.snapshot().accessories
+        let old = authorizer.reevaluate(connected)
+        for accessory in connected {
+            let before = old[accessory.connectionID] ?? .rejected(reason: "")
+            let after = authorizer.verdict(accessory.connectionID) ?? before
+            guard before != after else { continue }
+            if let reason = after.rejection {
+                logger.notice("accessory rejected after reload: \(reason)", metadata(for: accessory))
+            }
+            func sees(_ verdict: Authentication, _ principal: ClientPrincipal?, _ filter: AccessoryFilter, _ all: Bool)
+                -> Bool
+            {
+                verdict.isVisible(to: principal, includingRejected: all) && filter.matches(verdict.announced(accessory))
+            }
+            var lost: [Session] = []
+            var gained: [Session] = []
+            for session in sessions.values where pendingClose[session.number] == nil {
+                guard let filter = session.subscription else { continue }
+                let was = sees(before, session.principal, filter, session.includesRejected)
+                let now = sees(after, session.principal, filter, session.includesRejected)
+                if was && !now { lost.append(session) }
+                if now && !was { gained.append(session) }
+            }
+            var lostPreserved: [RestoreKey] = []
+            var gainedPreserved: [RestoreKey] = []
+            for (key, kept) in preserved.sessions {
+                let was = sees(before, kept.principal, kept.memory.filter, false)
+                let now = sees(after, kept.principal, kept.memory.filter, false)
+                if was && !now { lostPreserved.append(key) }
+                if now && !was { gainedPreserved.append(key) }
+            }
+            if !lost.isEmpty || !lostPreserved.isEmpty {
+                reserveNumbers()
+                let event = registry.visibilityEvent(.disconnect, before.announced(accessory))
+                let line = codec.encode(.event(event))
+                for session in lost { deliver(event, line, to: session) }
+                preserved.record(event, line: line, for: lostPreserved)
+            }
+            if !gained.isEmpty || !gainedPreserved.isEmpty {
+                reserveNumbers()
+                var event = registry.visibilityEvent(.connect, after.announced(accessory))
+                event.rejection = after.rejection
+                let line = codec.encode(.event(event))
+                for session in gained { deliver(event, line, to: session) }
+                preserved.record(event, line: line, for: gainedPreserved)
+            }
+        }
+        stateIsDirty = true
+    }
+
+    private func metadata(for accessory: Accessory) -> [String: String] {
+        [
+            "accessory.id": accessory.accessoryID, "connection.id": accessory.connectionID.description,
+            "accessory.sysfs": accessory.sysfsPath,
+        ]
     }
 
     // MARK: Events
@@ -404,25 +562,35 @@ final class Broker {
     private func publish(_ event: AccessoryEvent) {
         logger.debug(
             "\(event.change.rawValue) \(event.accessory.kind.rawValue) \(event.accessory.usbID)",
-            [
-                "accessory.id": event.accessory.accessoryID, "connection.id": event.accessory.connectionID.description,
-                "seq": String(event.sequence),
-            ])
+            metadata(for: event.accessory).merging(["seq": String(event.sequence)]) { $1 })
+        let verdict: Authentication
+        switch event.change {
+        case .connect:
+            verdict = authorizer.admit(event.accessory)
+            if let reason = verdict.rejection {
+                logger.notice("accessory rejected: \(reason)", metadata(for: event.accessory))
+            }
+        case .disconnect:
+            verdict = authorizer.release(event.accessory.connectionID) ?? .rejected(reason: "")
+        }
+        // Encoded at most twice, whatever the number of clients: as ordinary clients see it, and as admins who
+        // asked for rejected accessories see a rejected one.
+        var announced = event
+        announced.accessory = verdict.announced(event.accessory)
+        announced.rejection = event.change == .connect ? verdict.rejection : nil
         var line: [UInt8]?
         for session in sessions.values {
-            guard let filter = session.subscription, filter.matches(event.accessory),
-                pendingClose[session.number] == nil
+            guard let filter = session.subscription, pendingClose[session.number] == nil,
+                verdict.isVisible(to: session.principal, includingRejected: session.includesRejected),
+                filter.matches(announced.accessory)
             else { continue }
-            let bytes = line ?? codec.encode(.event(event))
+            let bytes = line ?? codec.encode(.event(announced))
             line = bytes
-            deliver(event, bytes, to: session)
-            if session.memory != nil {
-                session.memory!.record(event, line: bytes)
-                stateIsDirty = true
-            }
+            deliver(announced, bytes, to: session)
         }
         if !preserved.sessions.isEmpty {
-            preserved.record(event, line: line ?? codec.encode(.event(event)))
+            let bytes = line ?? codec.encode(.event(announced))
+            preserved.record(announced, line: bytes) { verdict.isVisible(to: $0, includingRejected: false) }
             stateIsDirty = true
         }
     }
@@ -430,6 +598,10 @@ final class Broker {
     /// Writes an event to a live session, or queues it for a suspended one: one that asked, one whose queue is not
     /// empty yet (order), or one whose outbound buffer is full (it stopped reading: suspended from now on).
     private func deliver(_ event: AccessoryEvent, _ line: [UInt8], to session: Session) {
+        if session.memory != nil {
+            session.memory!.record(event, line: line)
+            stateIsDirty = true
+        }
         if session.isSuspended {
             session.queue.enqueue(event, payload: line)
         } else if session.outbound.fits(line) {
@@ -522,6 +694,11 @@ final class Broker {
 
     private func receiveSignals() {
         while let signal = signals?.next() {
+            if signal == SIGHUP {
+                logger.notice("received SIGHUP; reloading the manifest")
+                loadManifest(initial: false)
+                continue
+            }
             logger.notice("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"); stopping")
             stopFlag.raise()
         }
@@ -566,8 +743,8 @@ final class Broker {
     private func preserveIfRestorable(_ session: Session) {
         guard let key = session.restoreKey, let memory = session.memory else { return }
         let kept = PreservedSession(
-            clientName: session.clientName, memory: memory, since: monotonicNanoseconds(),
-            sinceWallClock: wallClockSeconds())
+            clientName: session.clientName, principal: session.principal, memory: memory,
+            since: monotonicNanoseconds(), sinceWallClock: wallClockSeconds())
         for dropped in preserved.preserve(kept, as: key) {
             logger.notice(
                 "preserved session dropped: more than \(preserved.maximumCount) are kept",
@@ -628,14 +805,16 @@ final class Broker {
         let now = wallClockSeconds()
         var entries = preserved.sessions.map { key, kept in
             PersistedState.PreservedEntry(
-                key: key, clientName: kept.clientName, memory: kept.memory, preservedAt: kept.sinceWallClock)
+                key: key, clientName: kept.clientName, gids: kept.principal?.gids ?? [], memory: kept.memory,
+                preservedAt: kept.sinceWallClock)
         }
         // Live sessions with a restore id are saved as preserved: after a crash their clients come back to them.
         for session in sessions.values {
             guard let key = session.restoreKey, let memory = session.memory else { continue }
             entries.append(
                 PersistedState.PreservedEntry(
-                    key: key, clientName: session.clientName, memory: memory, preservedAt: now))
+                    key: key, clientName: session.clientName, gids: session.principal?.gids ?? [], memory: memory,
+                    preservedAt: now))
         }
         store.save(
             PersistedState(
@@ -657,7 +836,8 @@ final class Broker {
         for entry in saved.sessions {
             let age = max(0, wallNow - entry.preservedAt)
             let kept = PreservedSession(
-                clientName: entry.clientName, memory: entry.memory(codec: codec),
+                clientName: entry.clientName, principal: ClientPrincipal(uid: entry.uid, gids: entry.gids),
+                memory: entry.memory(codec: codec),
                 since: now &- UInt64(min(age, 1e9) * 1e9), sinceWallClock: entry.preservedAt)
             _ = preserved.preserve(kept, as: RestoreKey(uid: entry.uid, restoreID: entry.restoreID))
         }
@@ -667,6 +847,7 @@ final class Broker {
     }
 
     private func removeSocketFile() {
+        guard configuration.inheritedListener == nil else { return }  // the socket unit owns a passed socket's path
         var info = stat()
         if lstat(configuration.socketPath, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK {
             unlink(configuration.socketPath)

@@ -1,5 +1,6 @@
 import AccmonCore
 import AccmonSys
+import AccmonSystemd
 import Glibc
 
 /// How accmond runs.
@@ -10,8 +11,13 @@ public struct DaemonConfiguration: Sendable {
     public var simulate: Bool
     /// Whether the daemon watches udev (the executable adds a ``UdevEventSource`` when set).
     public var watchesUdev: Bool
-    /// The most bytes queued for one client that does not read; past it the client is disconnected.
+    /// The most bytes buffered for one client; past it the client counts as not reading: it is suspended and its
+    /// events are queued and coalesced until it reads again.
     public var maximumOutboundBytes: Int
+    /// The manifest's main file.
+    public var manifestPath: String
+    /// The manifest's drop-in directory (`*.json`, read in name order after the main file).
+    public var manifestDirectory: String
     /// Where the state that survives restarts is kept (`state.json`); `nil` keeps nothing.
     public var stateDirectory: String?
     /// How long a preserved session (a client with a restore id that went away) is kept.
@@ -22,11 +28,20 @@ public struct DaemonConfiguration: Sendable {
     public var handlesSignals: Bool
     /// Where the daemon logs.
     public var logger: Logger
+    /// A listening socket passed by the service manager (socket activation): served instead of binding
+    /// ``socketPath``, and never unlinked. The executable takes it from ``ServiceManager/takePassedDescriptors()``.
+    public var inheritedListener: InheritedListener? = nil
+    /// Whether the daemon tells the service manager `READY=1`, `STATUS=`, `WATCHDOG=1` and `STOPPING=1`
+    /// (sd_notify(3); a no-op without `NOTIFY_SOCKET`). See ``ServiceNotifier``.
+    public var notifiesServiceManager = true
+    /// Called by the broker loop at the end of every turn, on the loop's thread: keep it short.
+    public var onLoopTurn: (@Sendable (LoopTurn) -> Void)? = nil
 
     /// Creates a configuration.
     public init(
         socketPath: String = WireFormat.defaultSocketPath, simulate: Bool = false, watchesUdev: Bool = true,
-        maximumOutboundBytes: Int = 4 << 20, stateDirectory: String? = "/var/lib/accmon",
+        maximumOutboundBytes: Int = 4 << 20, manifestPath: String = Manifest.defaultPath,
+        manifestDirectory: String = Manifest.defaultDropInDirectory, stateDirectory: String? = "/var/lib/accmon",
         restoreRetentionSeconds: Double = 86_400, maximumPreservedSessions: Int = 1024, handlesSignals: Bool = true,
         logger: Logger = Logger(label: "accmond")
     ) {
@@ -34,6 +49,8 @@ public struct DaemonConfiguration: Sendable {
         self.simulate = simulate
         self.watchesUdev = watchesUdev
         self.maximumOutboundBytes = maximumOutboundBytes
+        self.manifestPath = manifestPath
+        self.manifestDirectory = manifestDirectory
         self.stateDirectory = stateDirectory
         self.restoreRetentionSeconds = restoreRetentionSeconds
         self.maximumPreservedSessions = maximumPreservedSessions
@@ -88,15 +105,28 @@ public final class Daemon: Sendable {
                 throw DaemonError(description: "accmond: state directory: \(error) (choose another with --state-dir)")
             }
         }
+        let notifier = try makeServiceNotifier()
+        notifier?.starting("Starting: listening, enumerating devices")
         let listener: FileDescriptor
+        var brokerConfiguration = configuration
         do {
-            listener = try UnixSocket.listen(path: configuration.socketPath)
+            if let inherited = configuration.inheritedListener {
+                listener = inherited.descriptor
+                brokerConfiguration.socketPath = inherited.path
+            } else {
+                listener = try UnixSocket.listen(path: configuration.socketPath)
+            }
             try listener.setNonBlocking()
         } catch {
             throw DaemonError(description: "accmond: cannot listen: \(error)")
         }
+        brokerConfiguration.onLoopTurn = { [onLoopTurn = configuration.onLoopTurn] turn in
+            onLoopTurn?(turn)
+            notifier?.loopTurned(turn)
+        }
         let broker = try Broker(
-            configuration: configuration, listener: listener, sink: sink, simulated: simulated, stopFlag: stopFlag)
+            configuration: brokerConfiguration, listener: listener, sink: sink, simulated: simulated,
+            stopFlag: stopFlag)
         for source in sources {
             do {
                 try source.start(delivering: sink)
@@ -105,11 +135,41 @@ public final class Daemon: Sendable {
             }
         }
         logger.notice(
-            "listening on \(configuration.socketPath)",
+            "listening on \(brokerConfiguration.socketPath)"
+                + (configuration.inheritedListener == nil ? "" : " (socket from the service manager)"),
             ["sources": sources.map(\.name).joined(separator: ","), "version": AccmonVersion.current])
+        do {
+            try notifier?.start()
+        } catch {
+            throw DaemonError(description: "accmond: sd_notify: helper thread: \(error)")
+        }
+        // One turn at once, even when no source reported anything: its end sends READY=1.
+        sink.wakeup.signal()
         broker.run()
+        notifier?.finish()
         for source in sources { source.stop() }
         logger.notice("stopped")
+    }
+
+    /// The notifier for the service manager, with the watchdog interval systemd asked for; `nil` when off.
+    private func makeServiceNotifier() throws -> ServiceNotifier? {
+        guard configuration.notifiesServiceManager else { return nil }
+        let watchdog: UInt64?
+        do {
+            watchdog = try ServiceManager.watchdogIntervalMicroseconds()
+        } catch {
+            throw DaemonError(description: "accmond: sd_watchdog_enabled: WATCHDOG_USEC: \(error)")
+        }
+        if let watchdog {
+            configuration.logger.info("watchdog: the service manager expects a ping every \(watchdog / 1000) ms")
+        }
+        do {
+            return try ServiceNotifier(logger: configuration.logger, watchdogMicroseconds: watchdog) { [sink] in
+                sink.wakeup.signal()
+            }
+        } catch {
+            throw DaemonError(description: "accmond: sd_notify: eventfd: \(error)")
+        }
     }
 
     /// Asks ``run()`` to stop as it does on SIGTERM. Safe from any thread.

@@ -1,4 +1,5 @@
 import AccmonSys
+import AccmonSystemd
 import Glibc
 
 /// Log levels, after swift-log's seven.
@@ -9,45 +10,218 @@ public enum LogLevel: String, Sendable, Comparable, CaseIterable {
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rank < rhs.rank }
 }
 
+/// Where a ``Logger`` writes.
+public enum LogDestination: Sendable, Hashable {
+    /// One plain line per message on standard error.
+    case standardError
+    /// One journal entry per message (sd_journal_sendv(3)), with a `MESSAGE_ID` for its kind, the code location and
+    /// each metadata item as a field of its own (`accessory.id` becomes `ACCESSORY_ID`). For when standard error is
+    /// the journal (``Journal/standardErrorIsJournal``); falls back to standard error when the journal cannot be
+    /// reached.
+    case journal
+}
+
 /// A small logger shaped like swift-log's: a label, a minimum level, metadata. One line per message, written to
-/// standard error at once (never buffered), so that lines from several threads do not mix.
+/// standard error at once (never buffered), so that lines from several threads do not mix; or one journal entry per
+/// message when ``destination`` is ``LogDestination/journal``.
 public struct Logger: Sendable {
-    /// What is logging, such as `accmond`.
+    /// What is logging, such as `accmond` (the journal's `SYSLOG_IDENTIFIER`).
     public var label: String
     /// Messages below this level are dropped.
     public var level: LogLevel
+    /// Where messages go.
+    public var destination: LogDestination
 
     /// Creates a logger.
-    public init(label: String, level: LogLevel = .info) {
+    public init(label: String, level: LogLevel = .info, destination: LogDestination = .standardError) {
         self.label = label
         self.level = level
+        self.destination = destination
     }
 
     /// Logs `message` with `metadata` (keys with dots, such as `client.pid`) when `level` is enabled.
-    public func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: [String: String] = [:]) {
+    ///
+    /// - Parameter messageID: the journal's `MESSAGE_ID`; by default the one ``LogMessageID/forMessage(_:)`` finds
+    ///   for the message's kind.
+    public func log(
+        _ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: [String: String] = [:],
+        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
+    ) {
         guard level >= self.level else { return }
-        var line = "\(label)[\(getpid())]: \(level.rawValue): \(message())"
-        for key in metadata.keys.sorted() { line += " \(key)=\(metadata[key]!)" }
-        line += "\n"
-        try? FileDescriptor.standardError.writeAll(line.utf8)  // try?: nowhere left to report a failed log write
+        let text = message()
+        if destination == .journal {
+            do {
+                try Journal.send(
+                    journalFields(level, text, metadata, messageID: messageID, file: file, function: function, line: line))
+                return
+            } catch {
+                // The journal is gone (journald restarting): the line below still reaches stderr, which is the journal
+                // stream or the console.
+            }
+        }
+        var output = "\(label)[\(getpid())]: \(level.rawValue): \(text)"
+        for key in metadata.keys.sorted() { output += " \(key)=\(metadata[key]!)" }
+        output += "\n"
+        try? FileDescriptor.standardError.writeAll(output.utf8)  // try?: nowhere left to report a failed log write
     }
 
-    public func debug(_ message: @autoclosure () -> String, _ metadata: [String: String] = [:]) {
-        log(.debug, message(), metadata)
+    /// The journal fields of one message: `MESSAGE`, `PRIORITY`, `SYSLOG_IDENTIFIER`, `MESSAGE_ID`, `CODE_*`, the
+    /// level's name as `ACCMON_LEVEL`, and one field per metadata item.
+    func journalFields(
+        _ level: LogLevel, _ text: String, _ metadata: [String: String], messageID: String?, file: String,
+        function: String, line: UInt
+    ) -> [(name: String, value: String)] {
+        var fields: [(name: String, value: String)] = [
+            ("MESSAGE", text),
+            ("PRIORITY", String(level.syslogPriority)),
+            ("SYSLOG_IDENTIFIER", label),
+            ("MESSAGE_ID", messageID ?? LogMessageID.forMessage(text)),
+            ("CODE_FILE", file),
+            ("CODE_LINE", String(line)),
+            ("CODE_FUNC", function),
+            ("ACCMON_LEVEL", level.rawValue),
+        ]
+        for key in metadata.keys.sorted() {
+            fields.append((Self.journalFieldName(key), metadata[key]!))
+        }
+        return fields
     }
-    public func info(_ message: @autoclosure () -> String, _ metadata: [String: String] = [:]) {
-        log(.info, message(), metadata)
+
+    /// A metadata key as a journal field name: upper case, other characters than letters and digits as `_`, no
+    /// leading `_` or digit (journald reserves or drops those), at most 64 bytes: `client.pid` becomes `CLIENT_PID`.
+    static func journalFieldName(_ key: String) -> String {
+        var name = String(
+            key.uppercased().unicodeScalars.map { scalar -> Character in
+                (scalar.isASCII && (("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar))) ? Character(scalar) : "_"
+            })
+        while name.hasPrefix("_") { name.removeFirst() }
+        if name.isEmpty || name.first!.isNumber { name = "ACCMON_" + name }
+        return String(name.prefix(64))
     }
-    public func notice(_ message: @autoclosure () -> String, _ metadata: [String: String] = [:]) {
-        log(.notice, message(), metadata)
+
+    public func trace(
+        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
+        file: String = #fileID, function: String = #function, line: UInt = #line
+    ) {
+        log(.trace, message(), metadata, messageID: messageID, file: file, function: function, line: line)
     }
-    public func warning(_ message: @autoclosure () -> String, _ metadata: [String: String] = [:]) {
-        log(.warning, message(), metadata)
+    public func debug(
+        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
+        file: String = #fileID, function: String = #function, line: UInt = #line
+    ) {
+        log(.debug, message(), metadata, messageID: messageID, file: file, function: function, line: line)
     }
-    public func critical(_ message: @autoclosure () -> String, _ metadata: [String: String] = [:]) {
-        log(.critical, message(), metadata)
+    public func info(
+        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
+        file: String = #fileID, function: String = #function, line: UInt = #line
+    ) {
+        log(.info, message(), metadata, messageID: messageID, file: file, function: function, line: line)
     }
-    public func error(_ message: @autoclosure () -> String, _ metadata: [String: String] = [:]) {
-        log(.error, message(), metadata)
+    public func notice(
+        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
+        file: String = #fileID, function: String = #function, line: UInt = #line
+    ) {
+        log(.notice, message(), metadata, messageID: messageID, file: file, function: function, line: line)
+    }
+    public func warning(
+        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
+        file: String = #fileID, function: String = #function, line: UInt = #line
+    ) {
+        log(.warning, message(), metadata, messageID: messageID, file: file, function: function, line: line)
+    }
+    public func error(
+        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
+        file: String = #fileID, function: String = #function, line: UInt = #line
+    ) {
+        log(.error, message(), metadata, messageID: messageID, file: file, function: function, line: line)
+    }
+    public func critical(
+        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
+        file: String = #fileID, function: String = #function, line: UInt = #line
+    ) {
+        log(.critical, message(), metadata, messageID: messageID, file: file, function: function, line: line)
+    }
+}
+
+extension LogLevel {
+    /// The syslog priority the journal files the level under (`PRIORITY`): 2 critical … 7 debug and trace.
+    var syslogPriority: Int {
+        switch self {
+        case .trace, .debug: 7
+        case .info: 6
+        case .notice: 5
+        case .warning: 4
+        case .error: 3
+        case .critical: 2
+        }
+    }
+}
+
+/// The journal's `MESSAGE_ID` of each kind of message accmond logs, so that `journalctl MESSAGE_ID=…` finds every
+/// message of a kind, whatever its text: for example every accessory that connected
+/// (`journalctl -u accmond MESSAGE_ID=8ff23dc2b6974d6f8be8e35783253ded`).
+///
+/// Call sites may pass an id; otherwise ``forMessage(_:)`` finds it from the message's opening words, which the
+/// catalog lists. The ids are random 128-bit values (as systemd-id128(1) makes) and never change.
+public enum LogMessageID {
+    /// The daemon is listening and serving.
+    public static let started = "fde6b016229a48e0801432d9f53682a1"
+    /// The daemon received a stop signal.
+    public static let stopping = "69831af2b0f44ae19cf54675765c75df"
+    /// The daemon stopped.
+    public static let stopped = "779a69333cd74ba7aa4135992eb1994f"
+    /// The daemon could not start.
+    public static let startFailed = "3ac8058072ff4d53a3677d4f3ab4b884"
+    /// A client connected.
+    public static let clientConnected = "f7239e2f341549be8c524fb4efe4cf41"
+    /// A client disconnected or was disconnected.
+    public static let clientDisconnected = "b51421ba26a5403e8161a68557021bf5"
+    /// A client's session changed: hello, suspend, resume, caught up.
+    public static let clientSession = "e068f8aad43a4e30b62c600efb792963"
+    /// A client does not read its events.
+    public static let clientSlow = "0cd53833ba7e453f91eca82d3cd46748"
+    /// An accessory connected.
+    public static let accessoryConnected = "8ff23dc2b6974d6f8be8e35783253ded"
+    /// An accessory disconnected.
+    public static let accessoryDisconnected = "85a4f6f1a54c4e1f84298eaaed28495b"
+    /// The devices present at start were enumerated.
+    public static let coldplug = "e3b952fac2bf4e1ca1db6eea7b7cb99d"
+    /// A udev device was not taken as an accessory.
+    public static let deviceSkipped = "8a4768054a5142d9ac360dcf30caf29d"
+    /// The udev monitor failed.
+    public static let udevFailure = "3f42ed923b5644d0b2a1b5ae6edc7546"
+    /// A socket or epoll call failed.
+    public static let transportFailure = "4c3b6c3addfc46c18faf208a8b10c061"
+    /// The state kept across restarts was restored, or could not be read or saved.
+    public static let state = "04945d5b10d54e0e811f2dd029356c4b"
+    /// The broker loop did not answer a watchdog request in time.
+    public static let watchdogLate = "33cc16c8efc24b609a1ac9442396a894"
+    /// Any other message.
+    public static let other = "21cc160f44584ea4a4003bf73e2e3a26"
+
+    /// Message openings and their ids, first match wins.
+    static let catalog: [(opening: String, id: String)] = [
+        ("listening on ", started),
+        ("received SIG", stopping),
+        ("stopped", stopped),
+        ("client connected", clientConnected),
+        ("client disconnected", clientDisconnected),
+        ("client does not read", clientSlow),
+        ("client ", clientSession),
+        ("connect ", accessoryConnected),
+        ("disconnect ", accessoryDisconnected),
+        ("coldplug:", coldplug),
+        ("udev monitor lost", udevFailure),
+        ("udev: cannot", udevFailure),
+        ("udev: ", deviceSkipped),
+        ("accept:", transportFailure),
+        ("epoll", transportFailure),
+        ("watchdog:", watchdogLate),
+        ("state", state),
+    ]
+
+    /// The id of `message`'s kind, from its opening words; ``other`` when the catalog has no entry for it.
+    public static func forMessage(_ message: String) -> String {
+        catalog.first { message.hasPrefix($0.opening) }?.id ?? other
     }
 }

@@ -10,6 +10,8 @@ struct RestoreKey: Hashable {
 /// A session whose client went away, kept for its restore id: it keeps recording events.
 struct PreservedSession {
     var clientName: String
+    /// Who the client was: what it may see keeps deciding what is recorded.
+    var principal: ClientPrincipal?
     var memory: SessionMemory
     /// When the client went away: monotonic (for expiry in this run) and wall clock (saved across restarts).
     var since: UInt64
@@ -45,11 +47,17 @@ struct PreservedSessions {
         sessions.removeValue(forKey: key)
     }
 
-    /// Records `event` (with its encoded line) in every preserved session whose filter passes it.
-    mutating func record(_ event: AccessoryEvent, line: [UInt8]) {
-        for key in sessions.keys where sessions[key]!.memory.filter.matches(event.accessory) {
+    /// Records `event` (with its encoded line) in every preserved session whose filter passes it and whose client
+    /// may see it.
+    mutating func record(_ event: AccessoryEvent, line: [UInt8], visible: (ClientPrincipal?) -> Bool) {
+        for (key, kept) in sessions where kept.memory.filter.matches(event.accessory) && visible(kept.principal) {
             sessions[key]!.memory.record(event, line: line)
         }
+    }
+
+    /// Records `event` in the given sessions.
+    mutating func record(_ event: AccessoryEvent, line: [UInt8], for keys: [RestoreKey]) {
+        for key in keys { sessions[key]?.memory.record(event, line: line) }
     }
 
     /// Drops sessions kept longer than the retention time; returns their keys.
@@ -66,9 +74,9 @@ struct PreservedSessions {
 }
 
 extension PersistedState.PreservedEntry {
-    init(key: RestoreKey, clientName: String, memory: SessionMemory, preservedAt: Double) {
+    init(key: RestoreKey, clientName: String, gids: [UInt32], memory: SessionMemory, preservedAt: Double) {
         self.init(
-            uid: key.uid, restoreID: key.restoreID, clientName: clientName, filter: memory.filter,
+            uid: key.uid, gids: gids, restoreID: key.restoreID, clientName: clientName, filter: memory.filter,
             acknowledged: memory.acknowledged, known: memory.restoreState.accessories,
             replay: memory.replay.events.map {
                 PersistedState.ReplayedEvent(change: $0.change, seq: $0.sequence, accessory: $0.accessory)

@@ -12,12 +12,16 @@ final class Session {
     let descriptor: FileDescriptor
     /// The peer's credentials at connect time, when the kernel gave them.
     let peer: PeerCredentials?
+    /// Who the client is, for what it may see and do.
+    let principal: ClientPrincipal?
     var clientName = ""
     /// Version 1 until `hello` negotiates another: a client that skips `hello` speaks version 1.
     var protocolVersion = 1
     var greeted = false
     /// The subscription's filter; `nil` while not subscribed.
     var subscription: AccessoryFilter?
+    /// Whether the subscription includes accessories the manifest rejected (an admin's `subscribe` with `all`).
+    var includesRejected = false
     var framer = LineFramer()
     /// Lines read but not yet handled: handling waits while the outbound buffer is over its bound.
     var unhandled: [LineFramer.Item] = []
@@ -42,6 +46,7 @@ final class Session {
         self.number = number
         self.descriptor = descriptor
         self.peer = peer
+        self.principal = ClientPrincipal.of(descriptor, peer: peer)
         self.outbound = OutboundQueue(limit: outboundLimit)
         self.lastActivity = now
     }

@@ -20,6 +20,8 @@ struct PersistedState: Codable {
 
     struct PreservedEntry: Codable {
         var uid: UInt32
+        /// The client's groups, primary first, which decide what it may see.
+        var gids: [UInt32]
         var restoreID: String
         var clientName: String
         var filter: AccessoryFilter

@@ -23,3 +23,10 @@ int CAccmonShims_peerCredentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     *gid = credentials.gid;
     return 0;
 }
+
+int CAccmonShims_peerGroups(int fd, gid_t *groups, int *count) {
+    socklen_t length = (socklen_t)(*count * sizeof(gid_t));
+    int result = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &length);
+    *count = (int)(length / sizeof(gid_t));
+    return result;
+}

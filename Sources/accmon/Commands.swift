@@ -36,7 +36,7 @@ struct WatchCommand: Command {
     static let name = "watch"
     static let abstract = "Show accessories as they connect and disconnect, until Ctrl-C."
     static let usage = """
-        Usage: accmon watch [--json] [--restore-id ID] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME]
+        Usage: accmon watch [--json] [--all] [--restore-id ID] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME]
                             [--socket PATH]
 
         \(abstract)
@@ -45,6 +45,8 @@ struct WatchCommand: Command {
 
         Options:
           --json             print the protocol's messages as NDJSON: the snapshot, then each event
+          --all              also accessories the manifest rejected, shown as "rejected: <reason>" (root and the
+                             manifest's admins only)
           --restore-id ID    keep the session across restarts of accmon and accmond: when accmon watch starts
                              again with the same id, it shows what it knew (with --json: a "session" line
                              with "restored":true), then what it missed; it reconnects by itself
@@ -55,6 +57,7 @@ struct WatchCommand: Command {
 
     var common: CommonOptions
     var json = false
+    var all = false
     var restoreID: String?
     var filter = AccessoryFilter()
 
@@ -63,12 +66,15 @@ struct WatchCommand: Command {
         while let option = arguments.next() {
             if option == "--json" {
                 json = true
+            } else if option == "--all" {
+                all = true
             } else if option == "--restore-id" {
                 restoreID = try arguments.value(for: option)
             } else if try !common.parse(option, &arguments), try !parseFilterOption(option, &arguments, into: &filter) {
                 throw UsageError(message: "unknown option '\(option)'")
             }
         }
+        if all && restoreID != nil { throw UsageError(message: "--all and --restore-id do not go together") }
     }
 
     /// The first `--json` line of a session with a restore id.
@@ -84,20 +90,25 @@ struct WatchCommand: Command {
             return
         }
         let connection = try await common.connect()
-        let subscription = try await connection.subscribe(filter)
+        let subscription = try await connection.subscribe(filter, includeRejected: all)
         let style = Style.standardOutput
         let codec = ProtocolCodec()
         if json {
             writeOut(String(decoding: codec.encode(.snapshot(id: nil, subscription.snapshot)), as: UTF8.self))
         } else {
-            for accessory in subscription.snapshot.accessories { writeOut(humanLine("present", accessory, style: style)) }
+            for accessory in subscription.snapshot.accessories {
+                writeOut(
+                    humanLine(
+                        "present", accessory, rejection: subscription.snapshot.rejected[accessory.connectionID],
+                        style: style))
+            }
         }
         do {
             for try await event in subscription {
                 if json {
                     writeOut(String(decoding: codec.encode(.event(event)), as: UTF8.self))
                 } else {
-                    writeOut(humanLine(event.change.rawValue, event.accessory, style: style))
+                    writeOut(humanLine(event.change.rawValue, event.accessory, rejection: event.rejection, style: style))
                 }
             }
         } catch let error as AccmonError {
@@ -148,12 +159,14 @@ struct ListCommand: Command {
     static let name = "list"
     static let abstract = "List the accessories connected now."
     static let usage = """
-        Usage: accmon list [--json] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME] [--socket PATH]
+        Usage: accmon list [--json] [--all] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME] [--socket PATH]
 
         \(abstract)
 
         Options:
-          --json             print {"version":1,"seq":N,"accessories":[...]} with sorted keys
+          --json             print {"version":1,"seq":N,"accessories":[...]} with sorted keys (with --all, also
+                             "rejected": {connection id: reason})
+          --all              also accessories the manifest rejected (root and the manifest's admins only)
         \(filterOptionsHelp)
         \(CommonOptions.help)
 
@@ -161,6 +174,7 @@ struct ListCommand: Command {
 
     var common: CommonOptions
     var json = false
+    var all = false
     var filter = AccessoryFilter()
 
     init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
@@ -168,6 +182,8 @@ struct ListCommand: Command {
         while let option = arguments.next() {
             if option == "--json" {
                 json = true
+            } else if option == "--all" {
+                all = true
             } else if try !common.parse(option, &arguments), try !parseFilterOption(option, &arguments, into: &filter) {
                 throw UsageError(message: "unknown option '\(option)'")
             }
@@ -178,14 +194,20 @@ struct ListCommand: Command {
         var version = jsonOutputVersion
         var seq: UInt64
         var accessories: [Accessory]
+        var rejected: [String: String]?
     }
 
     func run() async throws(AccmonError) {
         let connection = try await common.connect()
-        let snapshot = try await connection.list(filter)
+        let snapshot = try await connection.list(filter, includeRejected: all)
         connection.close()
         if json {
-            writeOut(jsonLine(Output(seq: snapshot.sequence, accessories: snapshot.accessories)))
+            let rejected = Dictionary(uniqueKeysWithValues: snapshot.rejected.map { ($0.key.description, $0.value) })
+            writeOut(
+                jsonLine(
+                    Output(
+                        seq: snapshot.sequence, accessories: snapshot.accessories,
+                        rejected: all ? rejected : nil)))
             return
         }
         let rows = snapshot.accessories.map { accessory in
@@ -193,9 +215,9 @@ struct ListCommand: Command {
                 accessory.connectionID.description, accessory.kind.rawValue, accessory.usbID,
                 quotedIfNeeded(accessory.name), quotedIfNeeded(accessory.serialNumber),
                 accessory.deviceNodes.joined(separator: ","),
-            ]
+            ] + (all ? [snapshot.rejected[accessory.connectionID].map { "rejected: \($0)" } ?? "allowed"] : [])
         }
-        writeOut(table(["CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"], rows))
+        writeOut(table(["CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"] + (all ? ["MANIFEST"] : []), rows))
     }
 }
 

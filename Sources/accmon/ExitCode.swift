@@ -1,4 +1,5 @@
 import AccmonClient
+import AccmonCore
 import AccmonSys
 import Glibc
 
@@ -16,6 +17,8 @@ enum ExitCode: Int32 {
         switch error.code {
         case .daemonUnavailable, .daemonStopped, .connectionClosed: self = .unavailable
         case .permissionDenied: self = .permissionDenied
+        case .requestFailed where error.protocolError?.code == .permissionDenied: self = .permissionDenied
+        case .requestFailed where error.protocolError?.code == .manifestInvalid: self = .dataError
         default: self = .failure
         }
     }

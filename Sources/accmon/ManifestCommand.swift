@@ -3,13 +3,14 @@ import AccmonCore
 import AccmonSys
 import Glibc
 
-/// `accmon manifest check` and `accmon manifest generate`.
+/// `accmon manifest check`, `accmon manifest generate` and `accmon manifest reload`.
 struct ManifestCommand: Command {
     static let name = "manifest"
-    static let abstract = "Check the accessory manifest, or generate one for the accessories connected now."
+    static let abstract = "Check, generate or reload the accessory manifest."
     static let usage = """
         Usage: accmon manifest check [FILE...] [--manifest PATH] [--manifest-dir DIR]
                accmon manifest generate [--hash] [--kind KIND] [--vendor ID] [--product ID] [--socket PATH]
+               accmon manifest reload [--socket PATH]
 
         \(abstract)
 
@@ -20,14 +21,19 @@ struct ManifestCommand: Command {
           --manifest PATH      the main file (default: \(Manifest.defaultPath))
           --manifest-dir DIR   the drop-in directory (default: \(Manifest.defaultDropInDirectory))
 
-        generate   Prints a manifest that allows exactly the accessories connected now (asked of accmond with
-                   `list`): each pinned by kind and id, then by serial number (Bluetooth: address) or else by USB
+        generate   Prints a manifest that allows exactly the accessories connected now, rejected ones included
+                   (asked of accmond with `list` and `all`: root and the manifest's admins only): each pinned by kind and id, then by serial number (Bluetooth: address) or else by USB
                    port; notes about loose pins go to stderr. The output passes `check`.
           --hash               also pin each USB accessory's descriptor hash (descriptorsSHA256)
         \(filterOptionsHelp)
+
+        reload     Asks accmond to read its manifest again (as SIGHUP does). A manifest with problems is refused
+                   with every problem listed, and the previous one stays in force (exit 65). Root and the
+                   manifest's admins only (else exit 77).
         \(CommonOptions.help)
 
-        Exit status: 0 ok, 64 usage error, 65 problems in the manifest, 69 accmond unreachable (generate).
+        Exit status: 0 ok, 64 usage error, 65 problems in the manifest, 69 accmond unreachable (generate, reload),
+        77 not allowed (generate, reload).
         The format is described in docs/MANIFEST.md.
 
         """
@@ -35,6 +41,7 @@ struct ManifestCommand: Command {
     enum Action {
         case check(files: [String]?, main: String, directory: String)
         case generate(hash: Bool, filter: AccessoryFilter)
+        case reload
     }
 
     var common: CommonOptions
@@ -76,20 +83,32 @@ struct ManifestCommand: Command {
                 }
             }
             action = .generate(hash: hash, filter: filter)
+        case "reload":
+            while let option = arguments.next() {
+                if try !common.parse(option, &arguments) {
+                    throw UsageError(message: "manifest reload: unknown option '\(option)'")
+                }
+            }
+            action = .reload
         case let other?:
-            throw UsageError(message: "manifest: unknown action '\(other)' (expected check or generate)")
+            throw UsageError(message: "manifest: unknown action '\(other)' (expected check, generate or reload)")
         case nil:
-            throw UsageError(message: "manifest: an action is required (check or generate)")
+            throw UsageError(message: "manifest: an action is required (check, generate or reload)")
         }
     }
 
     func run() async throws(AccmonError) {
         switch action {
+        case .reload:
+            let connection = try await common.connect()
+            defer { connection.close() }
+            try await connection.reloadManifest()
+            writeOut("manifest reloaded\n")
         case .check(let files, let main, let directory):
             check(files: files, main: main, directory: directory)
         case .generate(let hash, let filter):
             let connection = try await common.connect()
-            let snapshot = try await connection.list(filter)
+            let snapshot = try await connection.list(filter, includeRejected: true)
             connection.close()
             let output = ManifestGenerator.generate(from: snapshot.accessories, pinDescriptorHashes: hash)
             for note in output.notes { writeError("accmon manifest generate: note: \(note)\n") }
@@ -99,28 +118,9 @@ struct ManifestCommand: Command {
 
     /// Reads, parses and reports; exits 65 on any problem.
     func check(files paths: [String]?, main: String, directory: String) {
-        var files: [ManifestFile] = []
-        var unreadable: [ManifestProblem] = []
-        var order: [String] = []
-        let chosen: [String]
-        if let paths {
-            chosen = paths
-        } else {
-            switch listDirectory(directory) {
-            case .success(let names): chosen = [main] + Manifest.orderedDropIns(names).map { "\(directory)/\($0)" }
-            case .failure(let problem):
-                chosen = [main]
-                unreadable.append(problem)
-            }
-        }
-        for path in chosen {
-            order.append(path)
-            switch readManifestFile(path) {
-            case .success(let bytes): files.append(ManifestFile(path: path, contents: bytes))
-            case .failure(let problem): unreadable.append(problem)
-            }
-        }
-        var problems = unreadable
+        let (order, listing) = ManifestFiles.paths(explicit: paths, main: main, directory: directory)
+        let (files, unreadable) = ManifestFiles.read(order)
+        var problems = listing + unreadable
         switch Manifest.parse(files: files) {
         case .success(let manifest) where problems.isEmpty:
             let count = manifest.entries.count
@@ -150,52 +150,3 @@ struct ManifestCommand: Command {
 }
 
 
-/// The largest manifest file read; a bigger one is a problem, not a reason to use all memory.
-let maximumManifestFileSize = 4 << 20
-
-/// Reads a whole file; a failure becomes a problem at 1:1 with the `strerror` text.
-func readManifestFile(_ path: String) -> Result<[UInt8], ManifestProblem> {
-    func failure(_ reason: String) -> Result<[UInt8], ManifestProblem> {
-        .failure(.unreadable(file: path, reason: reason))
-    }
-    var descriptor: Int32
-    repeat { descriptor = open(path, O_RDONLY | O_CLOEXEC) } while descriptor < 0 && errno == EINTR
-    guard descriptor >= 0 else { return failure(Errno.current.description) }
-    let file = FileDescriptor(rawValue: descriptor)
-    defer { file.close() }
-    var status = stat()
-    guard fstat(descriptor, &status) == 0 else { return failure(Errno.current.description) }
-    if status.st_mode & S_IFMT == S_IFDIR { return failure(Errno(rawValue: EISDIR).description) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = chunk.withUnsafeMutableBytes { buffer in read(descriptor, buffer.baseAddress, buffer.count) }
-        if count < 0 {
-            if errno == EINTR { continue }
-            return failure(Errno.current.description)
-        }
-        if count == 0 { return .success(bytes) }
-        bytes += chunk[..<count]
-        if bytes.count > maximumManifestFileSize { return failure("larger than \(maximumManifestFileSize >> 20) MiB") }
-    }
-}
-
-/// The names in a directory (not `.` and `..`); no directory is no drop-ins, other failures are a problem.
-func listDirectory(_ path: String) -> Result<[String], ManifestProblem> {
-    guard let directory = opendir(path) else {
-        if errno == ENOENT { return .success([]) }
-        return .failure(
-            ManifestProblem(
-                .unreadable, file: path, position: .start, reason: "cannot read the drop-in directory: \(Errno.current)"
-            ))
-    }
-    defer { closedir(directory) }
-    var names: [String] = []
-    while let entry = readdir(directory) {
-        let name = withUnsafePointer(to: &entry.pointee.d_name) { pointer in
-            pointer.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
-        }
-        if name != "." && name != ".." { names.append(name) }
-    }
-    return .success(names)
-}

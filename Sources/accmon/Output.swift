@@ -32,7 +32,7 @@ func timestamp() -> String {
 }
 
 /// One human line for a watch event: time, change, kind, vendor:product, name, serial, device node, connection id.
-func humanLine(_ label: String, _ accessory: Accessory, style: Style) -> String {
+func humanLine(_ label: String, _ accessory: Accessory, rejection: String? = nil, style: Style) -> String {
     let painted: String
     switch label {
     case "connect": painted = style.paint(label.padding(10), "32")
@@ -46,6 +46,7 @@ func humanLine(_ label: String, _ accessory: Accessory, style: Style) -> String 
     if !accessory.serialNumber.isEmpty { fields.append("serial=\(quotedIfNeeded(accessory.serialNumber))") }
     if let node = accessory.deviceNodes.first { fields.append(node) }
     fields.append("conn=\(accessory.connectionID)")
+    if let rejection { fields.append(style.paint("rejected: \(rejection)", "33")) }
     return fields.joined(separator: "  ") + "\n"
 }
 

@@ -5,7 +5,7 @@ import Glibc
 
 let usage = """
     Usage: accmond [--socket PATH] [--simulate] [--no-udev] [--log-level LEVEL] [--max-client-buffer BYTES]
-                   [--state-dir PATH] [--restore-retention SECONDS] [--max-preserved N]
+                   [--manifest PATH] [--manifest-dir DIR] [--state-dir PATH] [--restore-retention SECONDS] [--max-preserved N]
 
     The accmon daemon: publishes accessory connect and disconnect events on a Unix socket.
 
@@ -16,6 +16,8 @@ let usage = """
       --log-level LEVEL          trace, debug, info, notice, warning, error or critical (default info)
       --max-client-buffer BYTES  bytes buffered for a client that does not read; past it the client is suspended and
                                  its events are queued and coalesced (default 4194304)
+      --manifest PATH            the manifest's main file (default \(Manifest.defaultPath))
+      --manifest-dir DIR         its drop-ins, *.json in name order (default \(Manifest.defaultDropInDirectory))
       --state-dir PATH           keep state across restarts here (default /var/lib/accmon)
       --restore-retention SECS   keep a gone client's session for its restore id this long (default 86400)
       --max-preserved N          keep at most N such sessions (default 1024)
@@ -52,6 +54,8 @@ func parseArguments(_ list: [String]) -> DaemonConfiguration {
         guard let bytes = Int(text), bytes >= 4096 else { fail("--max-client-buffer: '\(text)' is not a number ≥ 4096") }
         configuration.maximumOutboundBytes = bytes
     case "--state-dir": configuration.stateDirectory = value(for: argument)
+    case "--manifest": configuration.manifestPath = value(for: argument)
+    case "--manifest-dir": configuration.manifestDirectory = value(for: argument)
     case "--restore-retention":
         let text = value(for: argument)
         guard let seconds = Double(text), seconds >= 0 else { fail("--restore-retention: '\(text)' is not seconds ≥ 0") }
@@ -72,7 +76,8 @@ func parseArguments(_ list: [String]) -> DaemonConfiguration {
     return configuration
 }
 
-let configuration = parseArguments(Array(CommandLine.arguments.dropFirst()))
+var configuration = parseArguments(Array(CommandLine.arguments.dropFirst()))
+adoptServiceManager(&configuration)
 
 ignoreBrokenPipeSignal()
 SignalDescriptor.block([SIGTERM, SIGINT])
@@ -81,6 +86,6 @@ do {
     if configuration.watchesUdev { sources.append(try UdevEventSource(logger: configuration.logger)) }
     try Daemon(configuration: configuration, sources: sources).run()
 } catch {
-    configuration.logger.critical("\(error)")
+    configuration.logger.critical("\(error)", messageID: LogMessageID.startFailed)
     exit(1)
 }

@@ -12,6 +12,7 @@ private func caseName(_ request: ClientRequest) -> String {
     case .acknowledge: "acknowledge"
     case .list: "list"
     case .status: "status"
+    case .reloadManifest: "reload"
     case .simulateConnect: "simulateConnect"
     case .simulateDisconnect: "simulateDisconnect"
     }
@@ -46,6 +47,7 @@ private let clientRequests: [ClientRequest] = {
         .suspend,
         .resume,
         .status,
+        .reloadManifest,
         .simulateConnect(Fixtures.fullAccessory),
         .simulateConnect(Fixtures.awkwardAccessory),
         .simulateConnect(Fixtures.minimalAccessory),
@@ -56,6 +58,8 @@ private let clientRequests: [ClientRequest] = {
     for filter in Fixtures.filters {
         requests.append(.subscribe(filter))
         requests.append(.list(filter))
+        requests.append(.subscribe(filter, includeRejected: true))
+        requests.append(.list(filter, includeRejected: true))
     }
     return requests
 }()
@@ -71,6 +75,9 @@ private let snapshots: [Snapshot] = [
     Snapshot(
         sequence: UInt64.max,
         accessories: [Fixtures.minimalAccessory, Fixtures.fullAccessory, Fixtures.awkwardAccessory]),
+    Snapshot(
+        sequence: 7, accessories: [Fixtures.fullAccessory],
+        rejected: [Fixtures.fullAccessory.connectionID: "no manifest entry matches (default: reject)"]),
 ]
 
 private let serverMessages: [ServerMessage] = {
@@ -97,7 +104,10 @@ private let serverMessages: [ServerMessage] = {
                             sessionID: "s-2", clientName: "", pid: 0, uid: UInt32.max, state: .suspended,
                             suspendedBecause: "not-reading", subscribed: false, queuedEvents: 17,
                             outboundBytes: 65_536, idleSeconds: 3600),
-                    ])))
+                    ],
+                    manifest: ManifestStatus(
+                        files: ["/etc/accmon/manifest.json"], entries: 5, loadedAt: 1_790_000_000.5,
+                        lastFailure: ["m.json:1:2: version: missing"], rejectedAccessories: 2))))
         messages.append(
             .status(
                 id: id,
@@ -112,6 +122,7 @@ private let serverMessages: [ServerMessage] = {
     for accessory in [Fixtures.fullAccessory, Fixtures.awkwardAccessory, Fixtures.minimalAccessory] {
         messages.append(.event(AccessoryEvent(.connect, sequence: 1, accessory: accessory)))
         messages.append(.event(AccessoryEvent(.disconnect, sequence: UInt64.max, accessory: accessory)))
+        messages.append(.event(AccessoryEvent(.connect, sequence: 2, accessory: accessory, rejection: "no entry matches")))
     }
     for filter in Fixtures.filters {
         messages.append(
@@ -140,7 +151,7 @@ private func expectSingleLine(_ line: [UInt8], sourceLocation: SourceLocation = 
     let covered = Set(clientRequests.map(caseName))
     #expect(
         covered == [
-            "hello", "subscribe", "unsubscribe", "suspend", "resume", "acknowledge", "list", "status",
+            "hello", "subscribe", "unsubscribe", "suspend", "resume", "acknowledge", "list", "status", "reload",
             "simulateConnect", "simulateDisconnect",
         ])
     let ids = Set(clientMessages.map(\.id))

@@ -168,7 +168,9 @@ struct Plugger {
     @Test func daemonKilledDuringStormsLosesNothing() async throws {
         let directory = try TemporaryDirectory()
         let socketPath = directory.file("s")
-        let flags = ["--socket", socketPath, "--simulate", "--no-udev", "--state-dir", directory.file("state")]
+        let flags =
+            ["--socket", socketPath, "--simulate", "--no-udev", "--state-dir", directory.file("state")]
+            + (try allowEverythingManifest(in: directory))
         func startDaemon(_ trial: Int) async throws -> ChildProcess {
             let process = try ChildProcess(try Binaries.accmond, flags, name: "accmond-\(trial)", directory: directory)
             let up = await eventually {

@@ -125,9 +125,12 @@ final class SimulatedDaemon: @unchecked Sendable {
         directory = try ScratchDirectory()
         socketPath = "\(directory.path)/accmond.sock"
         process.executableURL = try Products.url("accmond")
+        // A manifest that allows everything: generate must see every simulated accessory.
+        let manifest = "\(directory.path)/manifest.json"
+        try #"{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}"#.write(toFile: manifest, atomically: true, encoding: .utf8)
         process.arguments = [
             "--socket", socketPath, "--simulate", "--no-udev", "--state-dir", "\(directory.path)/state",
-            "--log-level", "warning",
+            "--manifest", manifest, "--manifest-dir", "\(directory.path)/manifest.d", "--log-level", "warning",
         ]
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice

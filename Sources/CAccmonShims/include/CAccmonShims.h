@@ -16,6 +16,10 @@ int CAccmonShims_accept(int fd, int flags);
 /// SO_PEERCRED: the peer's pid, uid and gid. Returns 0, or -1 with errno set.
 int CAccmonShims_peerCredentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 
+/// SO_PEERGROUPS: the peer's supplementary groups at connect time. `*count` is the capacity in, the number out.
+/// Returns 0, or -1 with errno set (ERANGE: `*count` holds the number needed).
+int CAccmonShims_peerGroups(int fd, gid_t *groups, int *count);
+
 /// Names the calling thread (pthread_setname_np; at most 15 bytes).
 void CAccmonShims_nameThread(const char *name);
 

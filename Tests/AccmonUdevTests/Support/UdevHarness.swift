@@ -52,7 +52,13 @@ final class UdevHarness: @unchecked Sendable {
 
         var harnessArguments = [Locations.harness.path, "--accmond-log", accmondLogPath]
         if deferStart { harnessArguments.append("--defer-start") }
-        harnessArguments += [accmond.path, "--socket", socketPath, "--state-dir", directory.file("state")]
+        // A manifest that allows every accessory: these tests are about udev, not authentication.
+        let manifest = directory.file("manifest.json")
+        try #"{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}"#.write(toFile: manifest, atomically: true, encoding: .utf8)
+        harnessArguments += [
+            accmond.path, "--socket", socketPath, "--state-dir", directory.file("state"), "--manifest", manifest,
+            "--manifest-dir", directory.file("manifest.d"),
+        ]
         harnessArguments += accmondArguments
         process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
         process.arguments =

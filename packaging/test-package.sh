@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# `make test-package`: checks the .deb that `make deb` built. Needs root (chroot, mounts, namespaces), debootstrap,
+# lintian and systemd's tools (the Makefile's deps-package target installs them).
+#
+# Usage: test-package.sh DEB BUILD_DIR
+# Prints one PASS or FAIL line per check and a closing "N passed, N failed" line; exits non-zero on any failure.
+set -uo pipefail
+deb=$(realpath "${1:?usage: test-package.sh DEB BUILD_DIR}")
+BUILD_DIR=$(realpath "${2:?usage: test-package.sh DEB BUILD_DIR}")
+SWIFT=${SWIFT:-swift}
+work=$BUILD_DIR/package-test
+root=$work/root
+passed=0
+failed=0
+started=$(date +%s)
+
+pass() { printf 'PASS: %s\n' "$*"; passed=$((passed + 1)); }
+fail() { printf 'FAIL: %s\n' "$*"; failed=$((failed + 1)); }
+check() {  # check NAME COMMAND...: PASS when the command succeeds, FAIL (with its output) otherwise
+  local name=$1 output
+  shift
+  if output=$("$@" 2>&1); then pass "$name"; else fail "$name"; printf '%s\n' "$output" | sed 's/^/    /' | tail -30; fi
+}
+info() { printf '     %s\n' "$*"; }
+finish() {
+  printf '\npackage test: %s s\n' "$(($(date +%s) - started))"
+  printf '%s passed, %s failed\n' "$passed" "$failed"
+  [ "$failed" -eq 0 ]
+  exit
+}
+
+[ "$(id -u)" = 0 ] || { fail "the package test needs root (chroot, mount, unshare)"; finish; }
+cleanup() {
+  [ -n "${activator:-}" ] && kill "$activator" 2>/dev/null
+  [ -n "${collector:-}" ] && kill "$collector" 2>/dev/null
+  for mount in "$root/sys" "$root/proc"; do mountpoint -q "$mount" && umount -l "$mount"; done
+}
+trap cleanup EXIT
+cleanup  # mounts a killed run may have left
+rm -rf --one-file-system "$work"
+mkdir -p "$work"
+stage=$work/extracted
+dpkg-deb -x "$deb" "$stage"
+version=$(dpkg-deb -f "$deb" Version)
+info "$(basename "$deb"): $(stat -c %s "$deb") bytes; Depends: $(dpkg-deb -f "$deb" Depends)"
+
+# --- lintian: no error, no warning (informational tags are listed, not failed) -----------------------------------
+lintian_output=$(lintian --fail-on error,warning --display-info "$deb" 2>&1 | grep -v '^running with root privileges')
+lintian_status=${PIPESTATUS[0]}
+printf '%s\n' "$lintian_output" | sed 's/^/     lintian: /'
+errors=$(printf '%s\n' "$lintian_output" | grep -c '^E: ' || true)
+warnings=$(printf '%s\n' "$lintian_output" | grep -c '^W: ' || true)
+if [ "$lintian_status" = 0 ] && [ "$errors" = 0 ] && [ "$warnings" = 0 ]; then
+  pass "lintian: 0 errors, 0 warnings"
+else
+  fail "lintian: $errors errors, $warnings warnings (exit $lintian_status)"
+fi
+
+# --- the binaries: static Swift runtime, stripped, hardened ----------------------------------------------------
+for binary in usr/sbin/accmond usr/bin/accmon; do
+  check "$binary: no Swift runtime library among its dependencies" \
+    bash -c "! readelf -d '$stage/$binary' | grep NEEDED | grep -i swift"
+  check "$binary: no RUNPATH" bash -c "! readelf -d '$stage/$binary' | grep -E 'RUNPATH|RPATH'"
+  check "$binary: stripped" bash -c "! readelf -S '$stage/$binary' | grep -q '\.symtab'"
+  check "$binary: does not import Foundation (only FoundationEssentials): under 20 MB" \
+    test "$(stat -c %s "$stage/$binary")" -lt 20000000
+done
+
+# --- systemd units -------------------------------------------------------------------------------------------------
+units=("$stage/usr/lib/systemd/system/accmond.socket" "$stage/usr/lib/systemd/system/accmond.service")
+# verify checks ExecStart= and the man pages of Documentation=: give it the package's binary (on a tmpfs over
+# /usr/sbin, in a private mount namespace) and man pages (MANPATH).
+check "systemd-analyze verify accmond.socket accmond.service" \
+  unshare -m sh -ec 'mount -t tmpfs tmpfs /usr/sbin; cp "$1/usr/sbin/accmond" /usr/sbin/
+    shift; MANPATH="$0/usr/share/man" exec systemd-analyze verify "$@"' "$stage" "$stage" "${units[@]}"
+exposure=$(systemd-analyze security --offline=yes "${units[1]}" 2>&1 | sed -n 's/.*Overall exposure level for accmond.service: \([0-9.]*\).*/\1/p')
+if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e <= 2.5) }'; then
+  pass "systemd-analyze security --offline=yes accmond.service: exposure $exposure (at most 2.5)"
+else
+  fail "systemd-analyze security --offline=yes accmond.service: exposure '${exposure:-?}' (at most 2.5)"
+  systemd-analyze security --offline=yes "${units[1]}" 2>&1 | grep -v '✓' | sed 's/^/    /'
+fi
+check "accmond.service: Type=notify, WatchdogSec=, state and runtime directories" \
+  grep -qzP 'Type=notify\n(.|\n)*WatchdogSec=\d+(.|\n)*StateDirectory=accmon(.|\n)*RuntimeDirectory=accmon\n' "${units[1]}"
+check "accmond.socket: /run/accmon/accmon.sock, group accmon, mode 0660" \
+  grep -qzP 'ListenStream=/run/accmon/accmon.sock\n(.|\n)*SocketGroup=accmon\nSocketMode=0660\n' "${units[0]}"
+
+# --- man pages and completion --------------------------------------------------------------------------------------
+for page in man8/accmond.8 man1/accmon.1 man5/accmon-manifest.5; do
+  file=$stage/usr/share/man/$page.gz
+  check "man page $page renders without warnings" bash -c \
+    "test -f '$file' && test -z \"\$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z '$file' 2>&1 >/dev/null)\""
+done
+accmond_options=$("$stage/usr/sbin/accmond" --help | grep -oE '^ +--[a-z-]+' | tr -d ' ')
+check "accmond(8) documents every option of accmond --help" bash -c \
+  "text=\$(zcat '$stage/usr/share/man/man8/accmond.8.gz' | sed 's/\\\\-/-/g'); for o in $(echo $accmond_options); do grep -q -- \"\$o\" <<<\"\$text\" || { echo \"missing \$o\"; exit 1; }; done"
+accmon_commands=$("$stage/usr/bin/accmon" --help | sed -n '/^Commands:/,/^$/p' | awk 'NF > 1 { print $1 }')
+check "accmon(1) documents every command of accmon --help" bash -c \
+  "text=\$(zcat '$stage/usr/share/man/man1/accmon.1.gz'); for c in $(echo $accmon_commands); do grep -q \"^\\.SS accmon \$c\" <<<\"\$text\" || { echo \"missing \$c\"; exit 1; }; done"
+completion=$stage/usr/share/bash-completion/completions/accmon
+complete_words() {  # complete_words WORD...: what the completion offers for the last word, with the package's accmon
+  bash -c '
+    _init_completion() { cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}; words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
+    _filedir() { :; }
+    source "$0"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _accmon; echo "${COMPREPLY[*]}"' "$completion" "$@"
+}
+check "bash completion offers every command of accmon --help" \
+  test "$(complete_words "$stage/usr/bin/accmon" "")" = "$(echo $accmon_commands) help"
+check "bash completion: 'accmon l' -> list, 'accmon simulate ' -> connect disconnect, 'accmon list --j' -> --json" \
+  test "$(complete_words "$stage/usr/bin/accmon" l)|$(complete_words "$stage/usr/bin/accmon" simulate "")|$(
+    complete_words "$stage/usr/bin/accmon" list --j)" = "list|connect disconnect|--json"
+
+# --- the client library's source builds on its own -------------------------------------------------------------
+client=$stage/usr/share/accmon/swift/AccmonClient
+if command -v "$SWIFT" >/dev/null; then
+  cp -r "$client" "$work/client"
+  check "the shipped AccmonClient source package builds on its own" \
+    "$SWIFT" build --package-path "$work/client" --scratch-path "$BUILD_DIR/client-check" --product AccmonClient
+else
+  fail "no swift ($SWIFT) to build the shipped AccmonClient source"
+fi
+
+# --- a bare Debian: debootstrap --variant=minbase bookworm, cached as a tarball ----------------------------------
+cache=$BUILD_DIR/chroot-cache/bookworm-minbase.tar
+if [ ! -f "$cache" ]; then
+  mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)\/*$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
+  [ -n "$mirror" ] || mirror=$(sed -n 's/^deb \(http[^ ]*debian\)\/* bookworm .*/\1/p' /etc/apt/sources.list 2>/dev/null | head -1)
+  mirror=${mirror:-http://deb.debian.org/debian}
+  info "debootstrap --variant=minbase bookworm from $mirror (cached in $cache)"
+  mkdir -p "$(dirname "$cache")" "$work/bootstrap"
+  if debootstrap --variant=minbase bookworm "$work/bootstrap" "$mirror" >"$work/debootstrap.log" 2>&1 &&
+    tar -C "$work/bootstrap" -cf "$cache.partial" . && mv "$cache.partial" "$cache"; then
+    rm -rf "$work/bootstrap"
+  else
+    fail "debootstrap --variant=minbase bookworm ($work/debootstrap.log)"
+    tail -20 "$work/debootstrap.log" | sed 's/^/    /'
+    finish
+  fi
+fi
+mkdir -p "$root"
+tar -C "$root" -xf "$cache"
+mount -t proc proc "$root/proc"
+mount -t sysfs -o ro sysfs "$root/sys"
+in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"; }
+snapshot() {  # every path in the chroot but the kernel's, dpkg's and apt's bookkeeping and logs
+  (cd "$root" && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev -o -path ./var/lib/dpkg -o \
+    -path ./var/lib/apt -o -path ./var/cache -o -path ./var/log -o -path ./tmp \) -prune -o -print | LC_ALL=C sort)
+}
+snapshot >"$work/before.txt"
+groups_before=$(cut -d: -f1 "$root/etc/group" | sort | tr '\n' ' ')
+
+cp "$deb" "$root/tmp/"
+in_root dpkg -i "/tmp/$(basename "$deb")" >"$work/dpkg-i.log" 2>&1 || info "dpkg -i left dependencies to apt-get -f install"
+check "dpkg -i plus apt-get -f install in a minbase chroot" in_root apt-get -f install -y -q
+check "the package is installed" bash -c "[ \"\$(chroot '$root' dpkg-query -W -f='\${Status}' accmon)\" = 'install ok installed' ]"
+check "postinst created the system group accmon" bash -c "chroot '$root' getent group accmon | grep -qE '^accmon:x:[0-9]{1,3}:'"
+check "postinst enabled accmond.socket (deb-systemd-helper)" \
+  test -L "$root/etc/systemd/system/sockets.target.wants/accmond.socket"
+check "/etc/accmon/manifest.json is a conffile" bash -c "chroot '$root' dpkg-query -W -f='\${Conffiles}' accmon | grep -q /etc/accmon/manifest.json"
+check "the manifest allows nothing" grep -qE '^ *"default": "reject",' "$root/etc/accmon/manifest.json"
+check "every library accmond and accmon need is in the chroot, none of Swift's" bash -c "
+  out=\$(chroot '$root' ldd /usr/sbin/accmond /usr/bin/accmon); echo \"\$out\"
+  ! grep -qE 'not found|swift' <<<\"\$out\""
+check "accmond --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/sbin/accmond --version)\" = 'accmond $version' ]"
+check "accmon --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/bin/accmon --version)\" = 'accmon $version' ]"
+
+# --- accmond in the chroot under systemd-socket-activate, with NOTIFY_SOCKET --------------------------------------
+mkdir -p "$root/run/accmon"
+notify_log=$work/notify.log
+python3 - "$root/run/notify" "$notify_log" <<'PY' &
+import os, socket, sys
+path, log = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(path)
+with open(log, "a", buffering=1) as out:
+    out.write("bound\n")
+    while True:
+        out.write(s.recv(65536).decode().replace("\n", " | ") + "\n")
+PY
+collector=$!
+for _ in $(seq 200); do grep -q bound "$notify_log" 2>/dev/null && break; sleep 0.02; done
+systemd-socket-activate -l "$root/run/accmon/accmon.sock" -E NOTIFY_SOCKET=/run/notify -E WATCHDOG_USEC=1000000 \
+  chroot "$root" /usr/sbin/accmond >"$work/accmond.log" 2>&1 &
+activator=$!
+for _ in $(seq 200); do [ -S "$root/run/accmon/accmon.sock" ] && break; sleep 0.02; done
+# The first connection makes systemd-socket-activate start accmond; the client waits in the backlog meanwhile.
+check "accmon list in the chroot, through the activated socket" in_root accmon list
+for _ in $(seq 500); do grep -q 'READY=1' "$notify_log" && break; sleep 0.02; done
+check "accmond sent READY=1 to NOTIFY_SOCKET" grep -q 'READY=1' "$notify_log"
+check "accmond said what it does (STATUS=)" grep -q 'STATUS=Serving' "$notify_log"
+check "accmond serves the passed socket (socket activation)" grep -q 'socket from the service manager' "$work/accmond.log"
+check "accmond runs inside the chroot" bash -c "[ \"\$(readlink /proc/$activator/root)\" = '$root' ]"
+check "accmon status --json in the chroot" bash -c "chroot '$root' accmon status --json | grep -q '\"daemonVersion\":\"$version\"'"
+sleep 1.2
+check "WATCHDOG=1 pings at WATCHDOG_USEC=1000000" bash -c "[ \$(grep -c 'WATCHDOG=1' '$notify_log') -ge 2 ]"
+kill -TERM "$activator"
+for _ in $(seq 250); do kill -0 "$activator" 2>/dev/null || break; sleep 0.02; done
+wait "$activator"
+check "accmond exits 0 on SIGTERM" test "$?" = 0
+activator=
+check "accmond sent STOPPING=1" grep -q 'STOPPING=1' "$notify_log"
+check "accmond left the activated socket in place" test -S "$root/run/accmon/accmon.sock"
+kill "$collector" 2>/dev/null
+wait "$collector" 2>/dev/null
+collector=
+rm -f "$root/run/notify"
+sed 's/^/     notify: /' "$notify_log" | grep -v WATCHDOG | head -8
+sed 's/^/     accmond: /' "$work/accmond.log" | head -8
+
+# --- purge ---------------------------------------------------------------------------------------------------------
+check "dpkg --purge accmon" in_root dpkg --purge accmon
+check "the package is gone from dpkg's database" bash -c "! chroot '$root' dpkg-query -W -f='\${Status}' accmon 2>/dev/null | grep -q ."
+rm -f "$root/tmp/$(basename "$deb")"
+snapshot >"$work/after.txt"
+# The group is kept on purpose (see debian/postrm); /etc/group and /etc/gshadow change with it.
+leftovers=$(diff "$work/before.txt" "$work/after.txt" | grep '^[<>]' | grep -vE '^[<>] \./etc/(group|gshadow)-?$')
+if [ -z "$leftovers" ]; then
+  pass "dpkg --purge removed every file it installed and everything accmond made (only the group accmon is kept)"
+else
+  fail "dpkg --purge left files behind or removed others:"
+  printf '%s\n' "$leftovers" | head -20 | sed 's/^/    /'
+fi
+groups_after=$(cut -d: -f1 "$root/etc/group" | sort | tr '\n' ' ')
+check "the only change to the groups is accmon" bash -c "[ \"$(printf '%s' "$groups_after" | sed 's/\baccmon \b//')\" = '$groups_before' ]"
+
+finish
