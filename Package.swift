@@ -27,7 +27,9 @@ let package = Package(
         .target(name: "AccmonSys", dependencies: ["AccmonCore", "CAccmonShims"], swiftSettings: strictSettings),
         // The daemon's machinery: event sources, registry, broker loop, sessions, transport.
         // libudev, wrapped: handles that unref in one place, used on one thread.
-        .target(name: "AccmonUdev", dependencies: ["AccmonCore", "AccmonSys", "CUdev"], swiftSettings: strictSettings),
+        .target(
+            name: "AccmonUdev", dependencies: ["AccmonCore", "AccmonCrypto", "AccmonSys", "CUdev"],
+            swiftSettings: strictSettings),
         // libsystemd, wrapped: sd_notify, socket activation, the watchdog, the journal. The daemon's alone, so that the
         // client library and the CLI do not link libsystemd.
         .target(name: "AccmonSystemd", dependencies: ["AccmonSys", "CSystemd"], swiftSettings: strictSettings),

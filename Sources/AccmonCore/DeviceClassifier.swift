@@ -65,7 +65,9 @@ public enum DeviceClassifier {
     }
 
     static func classifyUSBDevice(_ record: DeviceRecord) -> Classification {
-        let device = AncestorRecord(syspath: record.syspath, properties: record.properties, attributes: record.attributes)
+        let device = AncestorRecord(
+            syspath: record.syspath, properties: record.properties, attributes: record.attributes,
+            descriptorsSHA256: record.descriptorsSHA256)
         if record.sysname.hasPrefix("usb") { return .ignored(reason: "a root hub") }
         if device.attributes["bDeviceClass"] == "09" { return .ignored(reason: "a hub") }
         if device.attributes["removable"] == "fixed" { return .ignored(reason: "an internal (non-removable) device") }
@@ -154,7 +156,7 @@ public enum DeviceClassifier {
                 serialNumber: value("serial", "ID_SERIAL_SHORT"),
                 firmwareRevision: revision(value("bcdDevice", "ID_REVISION")),
                 vendorID: vendor, productID: product,
-                portPath: device.sysname))
+                portPath: device.sysname, descriptorsSHA256: device.descriptorsSHA256))
     }
 
     /// A vendor or product id as four lowercase hex digits, or `nil`.

@@ -23,12 +23,15 @@ public struct DeviceRecord: Sendable, Hashable {
     public var usbInterface: AncestorRecord?
     /// The nearest `hid` ancestor (for an input event device).
     public var hidDevice: AncestorRecord?
+    /// For a `usb_device`: the SHA-256 of its raw `descriptors` (64 hex digits), empty when unreadable.
+    public var descriptorsSHA256: String
 
     /// Creates a record.
     public init(
         action: String, syspath: String, subsystem: String, devtype: String = "", sysname: String? = nil,
         devnode: String = "", properties: [String: String] = [:], attributes: [String: String] = [:],
-        usbDevice: AncestorRecord? = nil, usbInterface: AncestorRecord? = nil, hidDevice: AncestorRecord? = nil
+        usbDevice: AncestorRecord? = nil, usbInterface: AncestorRecord? = nil, hidDevice: AncestorRecord? = nil,
+        descriptorsSHA256: String = ""
     ) {
         self.action = action
         self.syspath = syspath
@@ -41,6 +44,7 @@ public struct DeviceRecord: Sendable, Hashable {
         self.usbDevice = usbDevice
         self.usbInterface = usbInterface
         self.hidDevice = hidDevice
+        self.descriptorsSHA256 = descriptorsSHA256
     }
 }
 
@@ -52,12 +56,18 @@ public struct AncestorRecord: Sendable, Hashable {
     public var properties: [String: String]
     /// Its sysfs attributes read for classification.
     public var attributes: [String: String]
+    /// For a `usb_device`: the SHA-256 of its raw `descriptors`, empty when unreadable.
+    public var descriptorsSHA256: String
 
     /// Creates an ancestor record.
-    public init(syspath: String, properties: [String: String] = [:], attributes: [String: String] = [:]) {
+    public init(
+        syspath: String, properties: [String: String] = [:], attributes: [String: String] = [:],
+        descriptorsSHA256: String = ""
+    ) {
         self.syspath = syspath
         self.properties = properties
         self.attributes = attributes
+        self.descriptorsSHA256 = descriptorsSHA256
     }
 
     /// The last component of the sysfs path.

@@ -1,5 +1,6 @@
 public import AccmonCore
 public import AccmonSys
+import AccmonCrypto
 import CUdev
 import Glibc
 
@@ -72,7 +73,28 @@ public final class UdevDevice {
             attributes: needs.attributes ? Self.attributes(pointer, usbDeviceAttributes) : [:],
             usbDevice: needs.usbDevice ? ancestor("usb", "usb_device", usbDeviceAttributes) : nil,
             usbInterface: needs.usbInterface ? ancestor("usb", "usb_interface", ["bInterfaceNumber"]) : nil,
-            hidDevice: needs.hidDevice ? ancestor("hid", nil, []) : nil)
+            hidDevice: needs.hidDevice ? ancestor("hid", nil, []) : nil,
+            descriptorsSHA256: needs.attributes
+                ? Self.descriptorsHash(syspath: Self.text(udev_device_get_syspath(pointer))) : "")
+    }
+
+    /// The SHA-256 of a USB device's raw descriptors, read as a file (they are binary: libudev's attribute
+    /// accessor stops at the first NUL); empty when unreadable.
+    static func descriptorsHash(syspath: String) -> String {
+        let path = syspath + "/descriptors"
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return "" }
+        defer { Glibc.close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 65_536 {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            bytes += chunk[0..<count]
+        }
+        guard !bytes.isEmpty else { return "" }
+        return (try? SHA256.hexDigest(bytes)) ?? ""  // try?: without libcrypto's answer the hash is unknown
     }
 
     private func ancestor(_ subsystem: String, _ devtype: String?, _ attributeNames: [String]) -> AncestorRecord? {
@@ -80,9 +102,10 @@ public final class UdevDevice {
         guard let parent = udev_device_get_parent_with_subsystem_devtype(pointer, subsystem, devtype) else {
             return nil
         }
+        let syspath = Self.text(udev_device_get_syspath(parent))
         return AncestorRecord(
-            syspath: Self.text(udev_device_get_syspath(parent)), properties: Self.properties(parent),
-            attributes: Self.attributes(parent, attributeNames))
+            syspath: syspath, properties: Self.properties(parent), attributes: Self.attributes(parent, attributeNames),
+            descriptorsSHA256: devtype == "usb_device" ? Self.descriptorsHash(syspath: syspath) : "")
     }
 
     /// The device's properties that classification reads (``DeviceClassifier/propertyNames``): looked up one by one,

@@ -82,6 +82,11 @@ extension UdevTests {
             #expect(devices["usb"] == expected.sysfsPath)
             expectAccessory(connect.first?.accessory, expected, scenario.report())
             #expect(connect.first?.accessory.accessoryID == "usb:0781:5567:serial=4C530001231115117143")
+            // The descriptor hash is what sha256sum says of the testbed's binary `descriptors` file.
+            let root = try #require(try await scenario.harness.send(["op": "status"]).string("root"))
+            let sum = try await commandOutput("/usr/bin/sha256sum", [root + expected.sysfsPath + "/descriptors"])
+            #expect(connect.first?.accessory.descriptorsSHA256 == String(sum.prefix(64)), "\(sum)")
+            #expect(connect.first?.accessory.descriptorsSHA256.count == 64)
             try await scenario.expectQuiet("the plug (add and bind events)")  // bind events bring nothing new
 
             try await scenario.harness.remove("stick")
