@@ -65,7 +65,11 @@ final class Broker {
         preserved = PreservedSessions(
             retentionSeconds: configuration.restoreRetentionSeconds,
             maximumCount: configuration.maximumPreservedSessions)
-        store = configuration.stateDirectory.map { StateStore(directory: $0, logger: configuration.logger) }
+        do {
+            store = try configuration.stateDirectory.map { try StateStore(directory: $0, logger: configuration.logger) }
+        } catch {
+            throw DaemonError(description: "accmond: state store: \(error)")
+        }
         registry = Registry()
         authorizer = Authorizer(
             mainPath: configuration.manifestPath, dropInDirectory: configuration.manifestDirectory,
@@ -734,7 +738,7 @@ final class Broker {
             preserveIfRestorable(session)
         }
         sessions.removeAll()
-        if store != nil { saveState() }
+        if store != nil { saveState(waitForDisk: true) }
     }
 
     // MARK: Restore ids and persistence
@@ -790,7 +794,7 @@ final class Broker {
         else { return }
         sequenceCeiling = registry.sequence + StateStore.reservation
         connectionCeiling = registry.lastConnectionID + StateStore.reservation
-        saveState()
+        saveState(waitForDisk: true)
     }
 
     private func saveStateIfDue() {
@@ -800,7 +804,8 @@ final class Broker {
         saveState()
     }
 
-    private func saveState() {
+    /// Saves the state: on the store's writer thread, or at once when `waitForDisk` (reservations, shutdown).
+    private func saveState(waitForDisk: Bool = false) {
         guard let store else { return }
         let now = wallClockSeconds()
         var entries = preserved.sessions.map { key, kept in
@@ -816,11 +821,15 @@ final class Broker {
                     key: key, clientName: session.clientName, gids: session.principal?.gids ?? [], memory: memory,
                     preservedAt: now))
         }
-        store.save(
-            PersistedState(
-                sequenceCeiling: sequenceCeiling, connectionCeiling: connectionCeiling,
-                connected: registry.connectedByKey.map { PersistedState.ConnectedEntry(key: $0.key, accessory: $0.value) },
-                sessions: entries))
+        let state = PersistedState(
+            sequenceCeiling: sequenceCeiling, connectionCeiling: connectionCeiling,
+            connected: registry.connectedByKey.map { PersistedState.ConnectedEntry(key: $0.key, accessory: $0.value) },
+            sessions: entries)
+        if waitForDisk {
+            store.saveNow(state)
+        } else {
+            store.save(state)
+        }
         stateIsDirty = false
         lastSave = monotonicNanoseconds()
     }

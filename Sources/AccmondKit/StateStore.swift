@@ -1,6 +1,7 @@
 import AccmonCore
 import AccmonSys
 import FoundationEssentials
+import Synchronization
 
 /// What survives a daemon restart: the connected set, the counters, and every session with a restore id.
 struct PersistedState: Codable {
@@ -41,11 +42,12 @@ struct PersistedState: Codable {
 
 /// Reads and writes the daemon's state file with atomic replacement.
 ///
-/// The broker writes at most every ``StateStore/writeInterval`` (a crash loses at most that much of
+/// The broker writes at most every ``StateStore/writeIntervalNanoseconds`` (a crash loses at most that much of
 /// acknowledgements and session changes; the connected set is re-learnt from the enumeration at start), and at
 /// once before sequence numbers or connection ids pass the reserved ceiling, so they keep increasing across
-/// restarts whatever the crash point.
-struct StateStore {
+/// restarts whatever the crash point. Routine writes happen on a writer thread of the store's own, so that fsync
+/// never holds up the broker loop; only the reservation and shutdown writes wait for the disk.
+final class StateStore: Sendable {
     /// The most time between a change and its write.
     static let writeIntervalNanoseconds: UInt64 = 100_000_000
     /// How many sequence numbers and connection ids are reserved by one write.
@@ -53,10 +55,17 @@ struct StateStore {
 
     let path: String
     let logger: Logger
+    /// The newest state not yet written by the writer thread.
+    private let pending = Mutex<[UInt8]?>(nil)
+    /// Held while writing, so that a synchronous write and the writer thread never interleave.
+    private let writing = Mutex(())
+    private let wakeup: BlockingSignal
 
-    init(directory: String, logger: Logger) {
+    init(directory: String, logger: Logger) throws {
         path = directory + "/state.json"
         self.logger = logger
+        wakeup = try BlockingSignal()
+        try startThread(name: "accmond-state") { [self] in writeLoop() }
     }
 
     /// Loads the state; a missing file is a fresh start, a corrupt one is moved aside with a log line.
@@ -82,11 +91,45 @@ struct StateStore {
         }
     }
 
+    /// Hands `state` to the writer thread; a newer state replaces one not yet written.
     func save(_ state: PersistedState) {
+        guard let bytes = encode(state) else { return }
+        pending.withLock { $0 = bytes }
+        wakeup.signal()
+    }
+
+    /// Writes `state` now and returns once it is on disk.
+    func saveNow(_ state: PersistedState) {
+        guard let bytes = encode(state) else { return }
+        writing.withLock { _ in
+            pending.withLock { $0 = nil }  // older than this one
+            write(bytes)
+        }
+    }
+
+    private func writeLoop() {
+        while true {
+            wakeup.wait()
+            writing.withLock { _ in
+                if let bytes = pending.withLock({ state in defer { state = nil }; return state }) { write(bytes) }
+            }
+        }
+    }
+
+    private func encode(_ state: PersistedState) -> [UInt8]? {
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
-            try AtomicFile.write([UInt8](encoder.encode(state)), to: path)
+            return [UInt8](try encoder.encode(state))
+        } catch {
+            logger.error("state: cannot encode: \(error)")
+            return nil
+        }
+    }
+
+    private func write(_ bytes: [UInt8]) {
+        do {
+            try AtomicFile.write(bytes, to: path)
         } catch {
             logger.error("state: cannot save: \(error)")
         }
