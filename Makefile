@@ -10,7 +10,7 @@ PACKAGE_APT_PACKAGES := dpkg-dev binutils xz-utils man-db python3 systemd deboot
 VERSION = $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonCore/Version.swift)
 DEB = $(PACKAGE_DIR)/accmon_$(VERSION)_amd64.deb
 
-.PHONY: all build deps deps-package run test test-unit test-integration test-package deb fuzz clean
+.PHONY: all build deps deps-package run test test-package deb fuzz soak clean
 
 all: build
 
@@ -30,10 +30,11 @@ deps-package:
 build: deps
 	$(SWIFT) build --scratch-path $(BUILD_DIR)
 
-# Starts accmond on a temporary socket with a simulated source, plays a scripted demo of plug events, and shows
-# `accmon watch`. On a terminal it keeps watching until Ctrl-C; otherwise it exits after the demo.
+# Starts accmond with the example manifest on a temporary socket and shows `accmon watch --all`: on a host with a
+# running udev it watches the machine; elsewhere it plays a scripted demo of plug events through umockdev (real
+# libudev). On a terminal it keeps watching until Ctrl-C; otherwise it exits by itself.
 run: build
-	@scripts/umockdev-demo.sh $(DEBUG_BIN)
+	@scripts/run.sh $(DEBUG_BIN)
 
 test: build
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
@@ -47,6 +48,12 @@ deb: deps-package
 # Checks the .deb: lintian, systemd-analyze, man pages, then install, run and purge in a minbase bookworm chroot.
 test-package: deb
 	packaging/test-package.sh $(DEB) $(PACKAGE_DIR)
+
+# The long version of the daemon-crash trials (500 SIGKILLs at random points of storms); not part of make test.
+soak: build
+	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
+	ACCMON_SOAK_TRIALS=$${SOAK_TRIALS:-500} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
+	  --filter daemonKilledDuringStormsLosesNothing
 
 fuzz: deps
 	@scripts/fuzz.sh $${FUZZ_SECONDS:-60}

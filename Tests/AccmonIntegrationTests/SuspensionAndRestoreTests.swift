@@ -163,8 +163,9 @@ struct Plugger {
         #expect(status.clients.contains { $0.state == .preserved && $0.uid == 0 })
     }
 
-    /// The daemon killed with SIGKILL at random points of a storm and restarted, 50 times: a client with a restore
-    /// id ends each trial with the true connected set, and never sees a repeated or impossible transition.
+    /// The daemon killed with SIGKILL at random points of a storm and restarted, 50 times (`make soak`: 500, or
+    /// `ACCMON_SOAK_TRIALS`): a client with a restore id ends each trial with the true connected set, and never sees
+    /// a repeated or impossible transition.
     @Test func daemonKilledDuringStormsLosesNothing() async throws {
         let directory = try TemporaryDirectory()
         let socketPath = directory.file("s")
@@ -187,7 +188,8 @@ struct Plugger {
             name: "survivor", directory: directory)
         #expect(await eventually { watcher.stdout.contains("\"session\"") })
         var random = SplitMix64(seed: 2026)
-        for trial in 1...50 {
+        let trials = Int(ProcessInfo.processInfo.environment["ACCMON_SOAK_TRIALS"] ?? "") ?? 50
+        for trial in 1...trials {
             let driver = try await AccmonConnection.connect(socketPath: socketPath, clientName: "driver")
             var plugger = Plugger(connection: driver)
             let steps = Int.random(in: 5...60, using: &random)
