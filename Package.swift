@@ -45,13 +45,20 @@ let package = Package(
         .executableTarget(
             name: "AccmonExampleWatcher", dependencies: ["AccmonClient"], path: "Examples/AccmonExampleWatcher",
             swiftSettings: strictSettings),
-        .testTarget(name: "AccmonCoreTests", dependencies: ["AccmonCore"], swiftSettings: strictSettings),
-        .testTarget(name: "AccmonUdevTests", dependencies: ["AccmonClient", "AccmonCore"], swiftSettings: strictSettings),
+        // What the test targets share: locating the built binaries, child processes, polling, a seeded generator.
+        .target(name: "AccmonTestSupport", path: "Tests/AccmonTestSupport", swiftSettings: strictSettings),
         .testTarget(
-            name: "AccmonManifestTests", dependencies: ["AccmonClient", "AccmonCrypto"], exclude: ["Corpus"],
+            name: "AccmonCoreTests", dependencies: ["AccmonCore", "AccmonTestSupport"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonUdevTests", dependencies: ["AccmonClient", "AccmonCore", "AccmonTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
-            name: "AccmonIntegrationTests", dependencies: ["AccmonClient", "AccmonCore", "AccmonSys", "AccmondKit"],
+            name: "AccmonManifestTests", dependencies: ["AccmonClient", "AccmonCrypto", "AccmonTestSupport"],
+            exclude: ["Corpus"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonIntegrationTests",
+            dependencies: ["AccmonClient", "AccmonCore", "AccmonSys", "AccmondKit", "AccmonTestSupport"],
             swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]

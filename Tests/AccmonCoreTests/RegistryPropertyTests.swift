@@ -1,4 +1,5 @@
 import AccmonCore
+import AccmonTestSupport
 import Testing
 
 /// One step of a random source history.

@@ -1,4 +1,5 @@
 import AccmonCore
+import AccmonTestSupport
 import Testing
 
 @Suite struct SessionMemoryTests {

@@ -1,7 +1,8 @@
+@testable import AccmondKit
 import AccmonClient
 import AccmonCore
 import AccmonSys
-@testable import AccmondKit
+import AccmonTestSupport
 import Foundation
 import Glibc
 import Synchronization

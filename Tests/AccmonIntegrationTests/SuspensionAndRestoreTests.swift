@@ -1,6 +1,7 @@
 import AccmonClient
 import AccmonCore
 import AccmonSys
+import AccmonTestSupport
 import Foundation
 import Glibc
 import Testing

@@ -1,4 +1,5 @@
 import AccmonCore
+import AccmonTestSupport
 import Foundation
 import Glibc
 import Testing

@@ -1,33 +1,10 @@
 import AccmonClient
 import AccmonCore
+import AccmonTestSupport
 import Foundation
 import Glibc
 
-/// The built executables: in the build products directory, at or above the test bundle.
-enum Products {
-    static let directory: URL? = {
-        var directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-        while directory.path != "/" {
-            if FileManager.default.isExecutableFile(atPath: directory.appendingPathComponent("accmon").path) {
-                return directory
-            }
-            directory = directory.deletingLastPathComponent()
-        }
-        return nil
-    }()
 
-    struct Missing: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    static func url(_ name: String) throws -> URL {
-        guard let url = directory?.appendingPathComponent(name), FileManager.default.isExecutableFile(atPath: url.path)
-        else {
-            throw Missing(description: "\(name): not built next to the tests; build with `swift build --build-tests`")
-        }
-        return url
-    }
-}
 
 /// A fresh directory under /tmp (short, for socket paths), removed in `deinit`.
 final class ScratchDirectory: Sendable {
@@ -35,7 +12,7 @@ final class ScratchDirectory: Sendable {
 
     init() throws {
         var template = Array("/tmp/accmon-mt-XXXXXX".utf8CString)
-        guard let created = mkdtemp(&template) else { throw Products.Missing(description: "mkdtemp failed") }
+        guard let created = mkdtemp(&template) else { throw Binaries.LocateError(description: "mkdtemp failed") }
         path = String(cString: created)
     }
 
@@ -96,7 +73,7 @@ func runProcess(
         if ContinuousClock.now > deadline {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
-            throw Products.Missing(
+            throw Binaries.LocateError(
                 description: "\(executable.lastPathComponent) \(arguments): still running after \(timeout)")
         }
         try await Task.sleep(for: .milliseconds(5))
@@ -112,7 +89,7 @@ func accmon(
 ) async throws
     -> Outcome
 {
-    try await runProcess(try Products.url("accmon"), arguments, in: directory, environment: environment)
+    try await runProcess(try Binaries.url("accmon"), arguments, in: directory, environment: environment)
 }
 
 /// A simulated accmond on a private socket, killed in `deinit`.
@@ -124,7 +101,7 @@ final class SimulatedDaemon: @unchecked Sendable {
     init() async throws {
         directory = try ScratchDirectory()
         socketPath = "\(directory.path)/accmond.sock"
-        process.executableURL = try Products.url("accmond")
+        process.executableURL = try Binaries.url("accmond")
         // A manifest that allows everything: generate must see every simulated accessory.
         let manifest = "\(directory.path)/manifest.json"
         try #"{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}"#.write(toFile: manifest, atomically: true, encoding: .utf8)
@@ -149,7 +126,7 @@ final class SimulatedDaemon: @unchecked Sendable {
             }
             guard process.isRunning, ContinuousClock.now < deadline else {
                 let log = (try? String(contentsOfFile: "\(directory.path)/accmond.log", encoding: .utf8)) ?? ""  // try?: best effort
-                throw Products.Missing(description: "accmond did not start: \(log)")
+                throw Binaries.LocateError(description: "accmond did not start: \(log)")
             }
             try await Task.sleep(for: .milliseconds(10))
         }

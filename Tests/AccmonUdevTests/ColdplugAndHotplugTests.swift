@@ -1,5 +1,6 @@
 import AccmonClient
 import AccmonCore
+import AccmonTestSupport
 import Foundation
 import Testing
 
@@ -84,7 +85,10 @@ extension UdevTests {
             #expect(connect.first?.accessory.accessoryID == "usb:0781:5567:serial=4C530001231115117143")
             // The descriptor hash is what sha256sum says of the testbed's binary `descriptors` file.
             let root = try #require(try await scenario.harness.send(["op": "status"]).string("root"))
-            let sum = try await commandOutput("/usr/bin/sha256sum", [root + expected.sysfsPath + "/descriptors"])
+            let sum = try await run(
+                URL(fileURLWithPath: "/usr/bin/sha256sum"), [root + expected.sysfsPath + "/descriptors"],
+                in: try TemporaryDirectory()
+            ).stdout
             #expect(connect.first?.accessory.descriptorsSHA256 == String(sum.prefix(64)), "\(sum)")
             #expect(connect.first?.accessory.descriptorsSHA256.count == 64)
             try await scenario.expectQuiet("the plug (add and bind events)")  // bind events bring nothing new

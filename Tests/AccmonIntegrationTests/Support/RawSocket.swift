@@ -1,4 +1,5 @@
 import AccmonSys
+import AccmonTestSupport
 import Foundation
 import Glibc
 

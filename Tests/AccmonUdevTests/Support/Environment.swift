@@ -1,3 +1,4 @@
+import AccmonTestSupport
 import Foundation
 import Glibc
 import Synchronization
@@ -7,7 +8,8 @@ struct UdevTestError: Error, CustomStringConvertible {
     var description: String
 }
 
-/// Where things are: the repository (for the Python harness) and the build products (for `accmond` and `accmon`).
+/// Where things are: the repository (for the Python harness) and the build products (for `accmond` and `accmon`,
+/// found by the shared ``Binaries``).
 enum Locations {
     /// The repository root: three levels above this file (`Tests/AccmonUdevTests/Support/`).
     static let repository: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -16,33 +18,9 @@ enum Locations {
     /// The umockdev harness, `tests/umockdev/testbed.py`.
     static var harness: URL { repository.appendingPathComponent("tests/umockdev/testbed.py") }
 
-    /// The build products directory: the first directory at or above `/proc/self/exe` that holds `accmond`.
-    static let products: Result<URL, UdevTestError> = {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        var directory = executable.deletingLastPathComponent()
-        var searched: [String] = []
-        while true {
-            searched.append(directory.path)
-            if FileManager.default.isExecutableFile(atPath: directory.appendingPathComponent("accmond").path) {
-                return .success(directory)
-            }
-            let parent = directory.deletingLastPathComponent()
-            if parent.path == directory.path { break }
-            directory = parent
-        }
-        return .failure(
-            UdevTestError(
-                description: "udev tests: accmond: not found next to the test bundle \(executable.path) (searched "
-                    + "\(searched.joined(separator: ", "))); build first: `swift build --scratch-path PATH --build-tests`"))
-    }()
-
     /// The built executable `name` (`accmond`, `accmon`).
     static func binary(_ name: String) throws -> URL {
-        let url = try products.get().appendingPathComponent(name)
-        guard FileManager.default.isExecutableFile(atPath: url.path) else {
-            throw UdevTestError(description: "udev tests: \(name): not found at \(url.path); build it first")
-        }
-        return url
+        try Binaries.url(name)
     }
 }
 
@@ -124,17 +102,4 @@ func tail(ofFile path: String, lines count: Int = 40) -> String {
     guard let data = FileManager.default.contents(atPath: path) else { return "(\(path): unreadable)" }
     let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
     return lines.suffix(count).joined(separator: "\n")
-}
-
-/// Polls `condition` every `interval` until it holds or `timeout` passes; returns whether it held.
-func eventually(
-    timeout: Duration = .seconds(10), interval: Duration = .milliseconds(5), _ condition: () async throws -> Bool
-) async rethrows -> Bool {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while true {
-        if try await condition() { return true }
-        if clock.now >= deadline { return false }
-        try? await Task.sleep(for: interval)  // try?: a cancelled sleep just polls again until the deadline
-    }
 }

@@ -1,4 +1,5 @@
 import AccmonCore
+import AccmonTestSupport
 import Foundation
 import Testing
 
@@ -50,16 +51,3 @@ func expectChanges(
 
 /// The usb_device syspath of a device on port `port` of the first root hub, as the harness lays sysfs out.
 func usbPath(_ port: String) -> String { "/sys/devices/pci0000:00/0000:00:14.0/usb1/\(port)" }
-
-/// Runs a command to its end and returns its standard output.
-func commandOutput(_ executable: String, _ arguments: [String]) async throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: data, as: UTF8.self)
-}

@@ -1,3 +1,4 @@
+import AccmonTestSupport
 import Foundation
 import Glibc
 import Synchronization

@@ -3,11 +3,11 @@ import Glibc
 import Synchronization
 
 /// How a child process ended.
-enum Termination: Equatable, CustomStringConvertible {
+public enum Termination: Equatable, CustomStringConvertible {
     case exited(Int32)
     case signaled(Int32)
 
-    var description: String {
+    public var description: String {
         switch self {
         case .exited(let code): "exit \(code)"
         case .signaled(let signal): "killed by signal \(signal)"
@@ -22,18 +22,18 @@ enum Termination: Equatable, CustomStringConvertible {
 /// one monitor thread when that socket closes, so a child that closes inherited descriptors while it keeps running
 /// (`systemd-socket-activate` does, before it execs the daemon) would stall every other child's exit in the test
 /// process. Waiting polls with a timeout, so no thread of the cooperative pool is held.
-final class ChildProcess: @unchecked Sendable {
-    let name: String
-    let stdoutPath: String
-    let stderrPath: String
-    let pid: pid_t
+public final class ChildProcess: @unchecked Sendable {
+    public let name: String
+    public let stdoutPath: String
+    public let stderrPath: String
+    public let pid: pid_t
     private let ended = Mutex<Termination?>(nil)
 
     /// Starts `executable` with `arguments`; output goes to `<directory>/<name>.out` and `.err`.
     ///
     /// The child gets the test's environment without `ACCMON_SOCKET`, with `NO_COLOR=1` and `environment` on top,
     /// every signal at its default action and none blocked, and `/dev/null` as standard input.
-    init(
+    public init(
         _ executable: URL, _ arguments: [String], name: String, directory: TemporaryDirectory,
         environment: [String: String] = [:]
     ) throws {
@@ -93,30 +93,30 @@ final class ChildProcess: @unchecked Sendable {
         }
     }
 
-    var isRunning: Bool { reap() == nil }
+    public var isRunning: Bool { reap() == nil }
 
     /// Sends `signal` if the process still runs.
-    func send(_ signal: Int32) {
+    public func send(_ signal: Int32) {
         if isRunning { Glibc.kill(pid, signal) }
     }
 
     /// What the process wrote to stdout so far.
-    var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }  // try?: unreadable = empty
+    public var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }  // try?: unreadable = empty
     /// What the process wrote to stderr so far.
-    var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }  // try?: unreadable = empty
+    public var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }  // try?: unreadable = empty
 
     /// Waits up to `timeout` for the process to end; `nil` if it still runs.
-    func waitForExit(timeout: Duration = .seconds(10)) async -> Termination? {
+    public func waitForExit(timeout: Duration = .seconds(10)) async -> Termination? {
         let ended = await eventually(timeout: timeout, interval: .milliseconds(5)) { !isRunning }
         guard ended else { return nil }
         return termination
     }
 
     /// How the process ended; `nil` while it runs.
-    var termination: Termination? { reap() }
+    public var termination: Termination? { reap() }
 
     /// Kills the process (SIGKILL) and reaps it.
-    func kill() {
+    public func kill() {
         guard isRunning else { return }
         Glibc.kill(pid, SIGKILL)
         _ = reap(blocking: true)
@@ -126,16 +126,16 @@ final class ChildProcess: @unchecked Sendable {
 }
 
 /// The outcome of a short-lived command.
-struct CommandResult: CustomStringConvertible {
-    var termination: Termination
-    var stdout: String
-    var stderr: String
+public struct CommandResult: CustomStringConvertible {
+    public var termination: Termination
+    public var stdout: String
+    public var stderr: String
 
-    var description: String { "\(termination); stdout: \(stdout.debugDescription); stderr: \(stderr.debugDescription)" }
+    public var description: String { "\(termination); stdout: \(stdout.debugDescription); stderr: \(stderr.debugDescription)" }
 }
 
 /// Runs `executable` to completion (killing it after `timeout`) and returns its exit and output.
-func run(
+public func run(
     _ executable: URL, _ arguments: [String], in directory: TemporaryDirectory, environment: [String: String] = [:],
     timeout: Duration = .seconds(15)
 ) async throws -> CommandResult {
@@ -151,7 +151,7 @@ func run(
 }
 
 /// Polls `condition` every `interval` until it holds or `timeout` passes; returns whether it held.
-func eventually(
+public func eventually(
     timeout: Duration = .seconds(10), interval: Duration = .milliseconds(2), _ condition: () async throws -> Bool
 ) async rethrows -> Bool {
     let clock = ContinuousClock()

@@ -2,9 +2,9 @@ import Foundation
 import Glibc
 
 /// Where the built `accmond` and `accmon` are: next to the test bundle, in the build products directory.
-enum Binaries {
+public enum Binaries {
     /// The build products directory: the first directory at or above `/proc/self/exe` that holds `accmond`.
-    static let directory: Result<URL, LocateError> = {
+    public static let directory: Result<URL, LocateError> = {
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         var directory = executable.deletingLastPathComponent()
         var searched: [String] = []
@@ -24,12 +24,13 @@ enum Binaries {
                     + "`swift build --scratch-path PATH --build-tests`"))
     }()
 
-    struct LocateError: Error, CustomStringConvertible {
-        var description: String
+    public struct LocateError: Error, CustomStringConvertible {
+        public var description: String
+        public init(description: String) { self.description = description }
     }
 
     /// The path of the built executable `name` (`accmond`, `accmon`, `AccmonExampleWatcher`).
-    static func url(_ name: String) throws -> URL {
+    public static func url(_ name: String) throws -> URL {
         let url = try directory.get().appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
             throw LocateError(description: "integration tests: \(name): not found at \(url.path); build it first")
@@ -37,15 +38,15 @@ enum Binaries {
         return url
     }
 
-    static var accmond: URL { get throws { try url("accmond") } }
-    static var accmon: URL { get throws { try url("accmon") } }
+    public static var accmond: URL { get throws { try url("accmond") } }
+    public static var accmon: URL { get throws { try url("accmon") } }
 }
 
 /// A fresh directory under `/tmp`, removed in `deinit`. Short, so that socket paths stay under 107 bytes.
-final class TemporaryDirectory: Sendable {
-    let path: String
+public final class TemporaryDirectory: Sendable {
+    public let path: String
 
-    init() throws {
+    public init() throws {
         var template = Array("/tmp/accmon-it-XXXXXX".utf8CString)
         guard let created = mkdtemp(&template) else {
             throw Binaries.LocateError(description: "mkdtemp: \(String(cString: strerror(errno)))")
@@ -53,7 +54,7 @@ final class TemporaryDirectory: Sendable {
         path = String(cString: created)
     }
 
-    func file(_ name: String) -> String { "\(path)/\(name)" }
+    public func file(_ name: String) -> String { "\(path)/\(name)" }
 
     deinit {
         try? FileManager.default.removeItem(atPath: path)  // try?: best-effort cleanup of a temp dir
