@@ -36,8 +36,12 @@ def wait_for_socket(path, timeout=10):
 
 work = tempfile.mkdtemp(prefix="accmon-bench-")
 sock = os.path.join(work, "s")
+manifest = os.path.join(work, "manifest.json")
+with open(manifest, "w") as out:
+    out.write('{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}')
 daemon = subprocess.Popen(
     [f"{bin_dir}/accmond", "--socket", sock, "--simulate", "--no-udev", "--state-dir", os.path.join(work, "state"),
+     "--manifest", manifest, "--manifest-dir", os.path.join(work, "manifest.d"),
      "--max-client-buffer", "65536", "--log-level", "warning"])
 watchers = []
 try:

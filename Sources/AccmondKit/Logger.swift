@@ -44,11 +44,12 @@ public struct Logger: Sendable {
     /// - Parameter messageID: the journal's `MESSAGE_ID`; by default the one ``LogMessageID/forMessage(_:)`` finds
     ///   for the message's kind.
     public func log(
-        _ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: [String: String] = [:],
+        _ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
         messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
         guard level >= self.level else { return }
         let text = message()
+        let metadata = metadata()
         if destination == .journal {
             do {
                 try Journal.send(
@@ -100,46 +101,46 @@ public struct Logger: Sendable {
     }
 
     public func trace(
-        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
-        file: String = #fileID, function: String = #function, line: UInt = #line
+        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.trace, message(), metadata, messageID: messageID, file: file, function: function, line: line)
+        log(.trace, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
     }
     public func debug(
-        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
-        file: String = #fileID, function: String = #function, line: UInt = #line
+        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.debug, message(), metadata, messageID: messageID, file: file, function: function, line: line)
+        log(.debug, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
     }
     public func info(
-        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
-        file: String = #fileID, function: String = #function, line: UInt = #line
+        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.info, message(), metadata, messageID: messageID, file: file, function: function, line: line)
+        log(.info, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
     }
     public func notice(
-        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
-        file: String = #fileID, function: String = #function, line: UInt = #line
+        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.notice, message(), metadata, messageID: messageID, file: file, function: function, line: line)
+        log(.notice, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
     }
     public func warning(
-        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
-        file: String = #fileID, function: String = #function, line: UInt = #line
+        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.warning, message(), metadata, messageID: messageID, file: file, function: function, line: line)
+        log(.warning, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
     }
     public func error(
-        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
-        file: String = #fileID, function: String = #function, line: UInt = #line
+        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.error, message(), metadata, messageID: messageID, file: file, function: function, line: line)
+        log(.error, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
     }
     public func critical(
-        _ message: @autoclosure () -> String, _ metadata: [String: String] = [:], messageID: String? = nil,
-        file: String = #fileID, function: String = #function, line: UInt = #line
+        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.critical, message(), metadata, messageID: messageID, file: file, function: function, line: line)
+        log(.critical, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
     }
 }
 
