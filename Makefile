@@ -60,3 +60,8 @@ fuzz: deps
 
 clean:
 	rm -rf $(BUILD_DIR) $(PACKAGE_DIR) Fuzz/bin
+
+# Benchmarks, never part of `make test`: one JSON line per measurement (bench/README.md). BENCH_SUITES, BENCH_REPEATS.
+.PHONY: bench
+bench:
+	@bench/run.sh

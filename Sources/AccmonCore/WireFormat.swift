@@ -36,6 +36,14 @@ public struct LineFramer: Sendable {
 
     /// Appends received bytes and returns the items now complete.
     public mutating func append(_ bytes: some Collection<UInt8>) -> [Item] {
+        // Framing runs on every byte received: scan contiguous memory (an array slice from a read buffer, in practice)
+        // rather than through the generic collection, which is not specialized across modules and costs as much as
+        // decoding the JSON.
+        if let items = bytes.withContiguousStorageIfAvailable({ append(contiguous: $0) }) { return items }
+        return Array(bytes).withUnsafeBufferPointer { append(contiguous: $0) }
+    }
+
+    private mutating func append(contiguous bytes: UnsafeBufferPointer<UInt8>) -> [Item] {
         var items: [Item] = []
         var start = bytes.startIndex
         while start != bytes.endIndex {

@@ -1,0 +1,67 @@
+"""Helpers shared by the bench scripts: JSON lines, percentiles, accmond's manifest, sockets, RSS."""
+import json, os, platform, resource, socket, statistics, subprocess, time
+
+MACHINE = {"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()}
+
+
+def emit(record):
+    """Prints one JSON line: the measurement, then the machine and the date."""
+    record.update(MACHINE)
+    record["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    print(json.dumps(record), flush=True)
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def raise_fd_limit():
+    """Soft descriptor limit up to the hard one, for this process and the daemons it starts (1,000 clients)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def accmond_arguments(bin_dir, work):
+    """The options every bench gives accmond besides the socket: a state directory in `work`, and (when this accmond
+    has a manifest) a manifest that allows the bench's accessories (vendor 1209) and an empty drop-in directory."""
+    arguments = ["--state-dir", os.path.join(work, "state")]
+    help_text = subprocess.run([os.path.join(bin_dir, "accmond"), "--help"], capture_output=True, text=True).stdout
+    if "--manifest" in help_text:
+        manifest = os.path.join(work, "manifest.json")
+        with open(manifest, "w") as out:
+            json.dump({"version": 1, "accessories": [{"name": "bench", "match": {"id": "1209:*"}}]}, out)
+        os.makedirs(os.path.join(work, "manifest.d"), exist_ok=True)
+        arguments += ["--manifest", manifest, "--manifest-dir", os.path.join(work, "manifest.d")]
+    return arguments
+
+
+def wait_for_socket(path, timeout=15):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            probe = socket.socket(socket.AF_UNIX)
+            probe.connect(path)
+            probe.close()
+            return
+        except OSError:
+            time.sleep(0.01)
+    raise SystemExit(f"bench: nothing listens on {path}")
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def stop(process, timeout=10):
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,44 @@
+#!/bin/bash
+# `make bench`: builds release binaries and the bench tools, then runs the measurements; one JSON line per
+# measurement on stdout (progress on stderr). See bench/README.md.
+#
+#   BENCH_SUITES   which to run, of: stream fanout memory startup (default: all four)
+#   BENCH_REPEATS  repeats of each measurement (default 3; startup 5)
+#   BENCH_SCRATCH  the build directory (default /tmp/accmon-bench-build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SWIFT=${SWIFT:-swift}
+SCRATCH=${BENCH_SCRATCH:-/tmp/accmon-bench-build}
+SUITES=${BENCH_SUITES:-stream fanout memory startup}
+REPEATS=${BENCH_REPEATS:-3}
+
+# What the bench needs beyond the build: umockdev and its Python binding (the testbed), udevadm (the baseline), cc.
+packages="umockdev gir1.2-umockdev-1.0 python3-gi udev gcc"
+missing=$(for p in $packages; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"; done)
+if [ -n "$missing" ]; then
+    echo "bench: installing $missing" >&2
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+    $SUDO apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >&2
+fi
+
+echo "bench: building release binaries in $SCRATCH" >&2
+$SWIFT build -c release --scratch-path "$SCRATCH" >&2
+$SWIFT build -c release --package-path bench/client --scratch-path "$SCRATCH-client" >&2
+TOOLS="$SCRATCH/bench-tools"
+mkdir -p "$TOOLS"
+cc -O2 -Wall -o "$TOOLS/uevent_blast" bench/tools/uevent_blast.c
+cc -O2 -Wall -o "$TOOLS/stamp" bench/tools/stamp.c
+cc -O2 -Wall -pthread -o "$TOOLS/fanout" bench/tools/fanout.c
+BIN="$SCRATCH/release"
+CLIENT="$SCRATCH-client/release/accmon-bench-client"
+
+for suite in $SUITES; do
+    echo "bench: $suite" >&2
+    case $suite in
+        stream) /usr/bin/python3 bench/udev_stream.py "$BIN" "$TOOLS" "$CLIENT" --repeats "$REPEATS" ;;
+        fanout) /usr/bin/python3 bench/fanout.py "$BIN" "$TOOLS" --repeats "$REPEATS" ;;
+        memory) /usr/bin/python3 bench/memory.py "$BIN" --repeats "$REPEATS" ;;
+        startup) /usr/bin/python3 bench/startup.py "$BIN" --repeats "$(( REPEATS > 5 ? REPEATS : 5 ))" ;;
+        *) echo "bench: unknown suite '$suite' (stream fanout memory startup)" >&2; exit 64 ;;
+    esac
+done

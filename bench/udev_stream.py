@@ -1,0 +1,351 @@
+#!/usr/bin/python3
+"""Delivery latency and burst throughput through a umockdev testbed, next to `udevadm monitor --udev`.
+
+One testbed, one stream of libudev-format uevents from bench/tools/uevent_blast.c, sent to every listener in the
+same run: accmond (whose events go to `accmon watch --json` and to the AccmonClient bench app) and
+`udevadm monitor --udev`. Every receiver's output goes through bench/tools/stamp.c, which times each line as it is
+read. The sender keeps the send times; receivers are matched to them by the serial number accmond forwards and by
+(devpath, action, occurrence) for udevadm.
+
+  latency: paced events (one every --interval-us); per receiver p50/p95/p99 of receive time - send time.
+  burst:   N events back to back; per receiver events/s (received / (last line - first send)), events lost, and
+           CPU per event (user + system time of the processes, /proc/PID/stat, during the burst). The AccmonClient
+           app leaves before the bursts: they go to `accmon watch --json` (through accmond) and udevadm only.
+
+Prints one JSON line per measurement and repeat, then a summary line per measurement with the medians over repeats
+and the ratios against udevadm monitor. Re-executes itself in a private network namespace (datagram queue length
+raised there only, so a 50,000-event burst fits the receivers' queues) under umockdev-wrapper.
+
+Usage: udev_stream.py BIN_DIR TOOLS_DIR CLIENT [--repeats R] [--latency-events N] [--interval-us U]
+                      [--bursts 5000,50000] [--only latency|burst]
+  BIN_DIR: accmond and accmon (release); TOOLS_DIR: uevent_blast and stamp (compiled); CLIENT: accmon-bench-client
+"""
+import argparse, glob, json, os, platform, re, shutil, signal, statistics, subprocess, sys, tempfile, time
+
+QUEUE_LENGTH = 65536
+DEVICES = 64
+
+if os.environ.get("ACCMON_BENCH_TESTBED") != "1":
+    inner = (f"sysctl -qw net.unix.max_dgram_qlen={QUEUE_LENGTH} && "
+             'exec env ACCMON_BENCH_TESTBED=1 umockdev-wrapper /usr/bin/python3 "$0" "$@"')
+    os.execvp("unshare", ["unshare", "-n", "sh", "-c", inner, os.path.abspath(__file__), *sys.argv[1:]])
+
+import gi  # noqa: E402  (only inside the testbed's Python)
+
+gi.require_version("UMockdev", "1.0")
+from gi.repository import UMockdev  # noqa: E402
+
+parser = argparse.ArgumentParser()
+parser.add_argument("bin_dir")
+parser.add_argument("tools_dir")
+parser.add_argument("client")
+parser.add_argument("--repeats", type=int, default=3)
+parser.add_argument("--latency-events", type=int, default=2000)
+parser.add_argument("--interval-us", type=int, default=2000)
+parser.add_argument("--bursts", default="5000,50000")
+parser.add_argument("--only", choices=["latency", "burst"])
+parser.add_argument("--keep", action="store_true", help="keep the work directory (receivers' output and logs)")
+parser.add_argument("--client-prefix", default="", help="a command to run the AccmonClient app under")
+parser.add_argument("--accmond-prefix", default="", help="a command to run accmond under, such as 'perf record -g -o F --'")
+options = parser.parse_args()
+
+MACHINE = {"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()}
+
+
+def emit(record):
+    record.update(MACHINE)
+    record["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    print(json.dumps(record), flush=True)
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def cpu_ns(pid):
+    """CPU time (user + system) of `pid`, every thread counted, those that exited too (/proc/PID/stat), in ns."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+# --- the testbed: DEVICES USB devices with their attributes, no DEVNAME (so that coldplug does not announce them; the
+# events carry DEVNAME) and no `serial` attribute (so that accmond takes the serial from the event's ID_SERIAL_SHORT)
+testbed = UMockdev.Testbed.new()
+root = testbed.get_root_dir()
+os.environ["UMOCKDEV_DIR"] = root
+work = tempfile.mkdtemp(prefix="accmon-bench-stream-")
+pci = testbed.add_device("pci", "pci0000:00/0000:00:14.0", None, ["vendor", "0x8086"], ["DRIVER", "xhci_hcd"])
+hub = testbed.add_device("usb", "usb1", pci, ["idVendor", "1d6b", "idProduct", "0002", "bDeviceClass", "09",
+                                              "busnum", "1", "devnum", "1"], ["DEVTYPE", "usb_device"])
+device_lines = []
+for index in range(DEVICES):
+    syspath = testbed.add_device(
+        "usb", f"1-{index + 1}", hub,
+        ["idVendor", "1209", "idProduct", "%04x" % (0xA000 + index), "bcdDevice", "0100", "bDeviceClass", "00",
+         "removable", "removable", "manufacturer", "accmon", "product", "Bench Device", "busnum", "1",
+         "devnum", str(index + 2)],
+        ["DEVTYPE", "usb_device", "ID_VENDOR_ID", "1209", "ID_MODEL_ID", "%04x" % (0xA000 + index)])
+    device_lines.append(f"{syspath[len('/sys'):]} /dev/bus/usb/001/{index % 125 + 2:03d}")
+devices_file = os.path.join(work, "devices")
+with open(devices_file, "w") as out:
+    out.write("\n".join(device_lines) + "\n")
+devpath_index = {line.split()[0]: number for number, line in enumerate(device_lines)}
+
+plain_env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD",)}
+processes = []
+
+
+def event_sockets():
+    return set(glob.glob(os.path.join(root, "event[0-9]*")))
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise SystemExit(f"udev_stream: timed out waiting for {what}")
+
+
+def stamped(command, name, env, pass_fds=()):
+    """Starts `command` with its standard output timed by stamp into WORK/NAME.txt; returns (process, file)."""
+    path = os.path.join(work, f"{name}.txt")
+    stamp = subprocess.Popen([os.path.join(options.tools_dir, "stamp")], stdin=subprocess.PIPE,
+                             stdout=open(path, "w"), env=plain_env)
+    process = subprocess.Popen(command, stdout=stamp.stdin, stderr=open(os.path.join(work, f"{name}.err"), "w"),
+                               env=env, pass_fds=pass_fds)
+    stamp.stdin.close()
+    processes.extend([process, stamp])
+    return process, path
+
+
+class Follower:
+    """Reads a stamp file as it grows."""
+
+    def __init__(self, path):
+        self.path, self.offset, self.partial = path, 0, ""
+
+    def new_lines(self):
+        with open(self.path) as source:
+            source.seek(self.offset)
+            data = source.read()
+            self.offset = source.tell()
+        data = self.partial + data
+        lines = data.split("\n")
+        self.partial = lines.pop()
+        return lines
+
+
+SERIAL = re.compile(r'"serialNumber":"B(\d+)"')
+TYPE = re.compile(r'"type":"(connect|disconnect)"')
+udevadm_seen = {}  # (device, action) -> occurrences so far
+
+
+def parse_watch(line):
+    stamp_text, _, body = line.partition(" ")
+    serial, kind = SERIAL.search(body), TYPE.search(body)
+    if not serial or not kind:
+        return None
+    return int(serial.group(1)) + (1 if kind.group(1) == "disconnect" else 0), int(stamp_text)
+
+
+def parse_client(line):
+    parts = line.split()
+    if len(parts) != 4 or parts[1] not in ("connect", "disconnect") or not parts[2].startswith("B"):
+        return None
+    return int(parts[2][1:]) + (1 if parts[1] == "disconnect" else 0), int(parts[0])
+
+
+def parse_udevadm(line):
+    # "T UDEV  [12345.678901] add      /devices/.../1-3 (usb)"
+    parts = line.split()
+    if len(parts) < 6 or parts[1] != "UDEV":
+        return None
+    action, devpath = parts[3], parts[4]
+    device = devpath_index.get(devpath)
+    if device is None or action not in ("add", "remove"):
+        return None
+    occurrence = udevadm_seen.get((device, action), 0)
+    udevadm_seen[(device, action)] = occurrence + 1
+    pair = device + occurrence * DEVICES
+    return 2 * pair + (1 if action == "remove" else 0), int(parts[0])
+
+
+def cleanup():
+    for process in reversed(processes):
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    if options.keep:
+        print(f"udev_stream: kept {work}", file=sys.stderr)
+    else:
+        shutil.rmtree(work, ignore_errors=True)  # the testbed removes its own directory at exit
+
+
+try:
+    socket_path = os.path.join(work, "accmon.sock")
+    manifest_args = []
+    if "--manifest" in subprocess.run([os.path.join(options.bin_dir, "accmond"), "--help"], capture_output=True,
+                                      text=True).stdout:
+        # accmond announces only accessories its manifest allows: allow the bench's vendor (pid.codes test id 1209).
+        manifest = os.path.join(work, "manifest.json")
+        with open(manifest, "w") as out:
+            json.dump({"version": 1, "accessories": [{"name": "bench", "match": {"id": "1209:*"}}]}, out)
+        os.mkdir(os.path.join(work, "manifest.d"))
+        manifest_args = ["--manifest", manifest, "--manifest-dir", os.path.join(work, "manifest.d")]
+    before = event_sockets()
+    accmond = subprocess.Popen(
+        options.accmond_prefix.split() + [os.path.join(options.bin_dir, "accmond"), "--socket", socket_path, "--state-dir", os.path.join(work, "state")] + manifest_args,
+        stderr=open(os.path.join(work, "accmond.err"), "w"), env=dict(os.environ))
+    processes.append(accmond)
+    wait_for(lambda: os.path.exists(socket_path), 15, "accmond's socket")
+    accmond_socket = wait_for(lambda: event_sockets() - before, 10, "accmond's monitor socket").pop()
+    # udevadm with a few extra descriptors open, so that its monitor socket does not get accmond's fd number
+    # (umockdev names the emulated socket after the fd; same number, same path: the last bind wins).
+    before = event_sockets()
+    spare = [os.open("/dev/null", os.O_RDONLY) for _ in range(6)]
+    udevadm, udevadm_path = stamped(["udevadm", "monitor", "--udev"], "udevadm", dict(os.environ), pass_fds=spare)
+    for fd in spare:
+        os.close(fd)
+    udevadm_socket = wait_for(lambda: event_sockets() - before, 10, "udevadm's monitor socket").pop()
+    if udevadm_socket == accmond_socket:
+        raise SystemExit("udev_stream: udevadm and accmond share a monitor socket path")
+    watch, watch_path = stamped([os.path.join(options.bin_dir, "accmon"), "--socket", socket_path, "watch", "--json"],
+                                "watch", plain_env)
+    client, client_path = stamped(options.client_prefix.split() + [options.client, socket_path], "client", plain_env)
+    wait_for(lambda: os.path.getsize(watch_path) > 0 and os.path.getsize(client_path) > 0, 15, "subscribers")
+    receivers = {
+        "accmon-watch": (Follower(watch_path), parse_watch, accmond_socket),
+        "accmon-client": (Follower(client_path), parse_client, accmond_socket),
+        "udevadm-monitor": (Follower(udevadm_path), parse_udevadm, udevadm_socket),
+    }
+    listeners = [accmond_socket, udevadm_socket]
+    next_index = 0
+
+    def run_stream(count, interval_us, quiet_seconds=3.0):
+        """Sends `count` events; returns send times by listener and, per receiver, {index: receive time}."""
+        global next_index
+        first = next_index
+        next_index += count
+        times_file = os.path.join(work, "times")
+        cpu_before = {"accmond": cpu_ns(accmond.pid), "watch": cpu_ns(watch.pid), "udevadm": cpu_ns(udevadm.pid)}
+        command = [os.path.join(options.tools_dir, "uevent_blast"), "--devices", devices_file, "--count", str(count),
+                   "--first", str(first), "--interval-us", str(interval_us), "--times", times_file]
+        for path in listeners:
+            command += ["--socket", path]
+        sender = json.loads(subprocess.run(command, check=True, capture_output=True, text=True, env=plain_env).stdout)
+        sent = {}
+        with open(times_file) as source:
+            for line in source:
+                fields = line.split()
+                sent[int(fields[0])] = [int(value) for value in fields[1:]]
+        received = {name: {} for name in receivers}
+        wanted = set(range(first, first + count))
+        last_growth = time.time()
+        while True:
+            grew = False
+            for name, (follower, parse, _) in receivers.items():
+                for line in follower.new_lines():
+                    parsed = parse(line)
+                    if parsed and parsed[0] in wanted:
+                        received[name].setdefault(parsed[0], parsed[1])
+                        grew = True
+            if all(len(received[name]) == count for name in receivers):
+                break
+            if grew:
+                last_growth = time.time()
+            elif time.time() - last_growth > quiet_seconds:
+                break
+            time.sleep(0.01)
+        cpu_after = {"accmond": cpu_ns(accmond.pid), "watch": cpu_ns(watch.pid), "udevadm": cpu_ns(udevadm.pid)}
+        cpu = {key: cpu_after[key] - cpu_before[key] for key in cpu_before}
+        return first, sent, received, cpu, sender
+
+    # Warm-up: caches, allocators, the first connections.
+    run_stream(200, 500)
+
+    summary = {}
+    if options.only in (None, "latency"):
+        for repeat in range(options.repeats):
+            first, sent, received, cpu, _ = run_stream(options.latency_events, options.interval_us)
+            for name, (_, _, listener) in receivers.items():
+                column = listeners.index(listener)
+                latencies = [(t - sent[i][column]) / 1000 for i, t in received[name].items()]
+                record = {"bench": "latency", "tool": name, "repeat": repeat, "events": options.latency_events,
+                          "interval_us": options.interval_us, "received": len(latencies),
+                          "lost": options.latency_events - len(latencies),
+                          "p50_us": round(percentile(latencies, 0.50), 1), "p95_us": round(percentile(latencies, 0.95), 1),
+                          "p99_us": round(percentile(latencies, 0.99), 1), "max_us": round(max(latencies), 1)}
+                emit(record)
+                summary.setdefault(("latency", options.latency_events, name), []).append(record)
+    # Bursts go to `accmon watch` alone (and udevadm): the AccmonClient app leaves, so that it takes no CPU from them.
+    client.terminate()
+    client.wait()
+    del receivers["accmon-client"]
+    time.sleep(0.5)
+    if options.only in (None, "burst"):
+        for repeat in range(options.repeats):
+            for burst in [int(value) for value in options.bursts.split(",") if value]:
+                first, sent, received, cpu, sender = run_stream(burst, 0, quiet_seconds=5.0)
+                start = min(min(times) for times in sent.values())
+                for name in receivers:
+                    got = received[name]
+                    elapsed = (max(got.values()) - start) / 1e9 if got else float("nan")
+                    record = {"bench": "burst", "tool": name, "repeat": repeat, "events": burst,
+                              "received": len(got), "lost": burst - len(got),
+                              "events_per_s": round(len(got) / elapsed) if got else 0,
+                              "seconds": round(elapsed, 4), "sender_seconds": sender["seconds"]}
+                    if name == "accmon-watch":
+                        record["cpu_us_per_event"] = round((cpu["accmond"] + cpu["watch"]) / 1000 / burst, 2)
+                        record["cpu_us_per_event_accmond"] = round(cpu["accmond"] / 1000 / burst, 2)
+                        record["cpu_us_per_event_watch"] = round(cpu["watch"] / 1000 / burst, 2)
+                    else:
+                        record["cpu_us_per_event"] = round(cpu["udevadm"] / 1000 / burst, 2)
+                    emit(record)
+                    summary.setdefault(("burst", burst, name), []).append(record)
+                time.sleep(1.0)
+
+    def median(records, key):
+        values = [r[key] for r in records if r.get(key) is not None]
+        return statistics.median(values) if values else None
+
+    for (bench, size, name), records in summary.items():
+        if name == "udevadm-monitor":
+            continue
+        base = summary[(bench, size, "udevadm-monitor")]
+        record = {"bench": f"{bench}-summary", "tool": name, "baseline": "udevadm-monitor", "events": size,
+                  "repeats": len(records)}
+        if bench == "latency":
+            for key in ("p50_us", "p95_us", "p99_us"):
+                record[key] = median(records, key)
+                record[f"baseline_{key}"] = median(base, key)
+                record[f"ratio_{key[:3]}"] = round(record[key] / record[f"baseline_{key}"], 3)
+            record["lost"] = sum(r["lost"] for r in records)
+            record["target_p50_ratio"], record["target_p99_ratio"] = 1.3, 1.5
+            record["meets_target"] = record["ratio_p50"] <= 1.3 and record["ratio_p99"] <= 1.5
+        else:
+            record["events_per_s"] = median(records, "events_per_s")
+            record["baseline_events_per_s"] = median(base, "events_per_s")
+            record["ratio_rate"] = round(record["events_per_s"] / record["baseline_events_per_s"], 3)
+            record["lost"] = sum(r["lost"] for r in records)
+            record["baseline_lost"] = sum(r["lost"] for r in base)
+            record["cpu_us_per_event"] = median(records, "cpu_us_per_event")
+            record["baseline_cpu_us_per_event"] = median(base, "cpu_us_per_event")
+            record["meets_target"] = (record["ratio_rate"] >= 0.8 and record["lost"] == 0
+                                      and record["cpu_us_per_event"] <= 25)
+        emit(record)
+finally:
+    cleanup()
