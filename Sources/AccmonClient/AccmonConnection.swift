@@ -60,14 +60,18 @@ public final class AccmonConnection: Sendable {
     ///   - clientName: a name for the daemon's logs and status.
     /// - Throws: ``AccmonError`` with ``AccmonError/Code/daemonUnavailable`` when nothing listens (is accmond
     ///   running?), ``AccmonError/Code/permissionDenied`` when the socket's permissions refuse this user.
-    public static func connect(socketPath: String? = nil, clientName: String) async throws(AccmonError)
+    public static func connect(
+        socketPath: String? = nil, clientName: String
+    ) async throws(AccmonError)
         -> AccmonConnection
     {
         try await connect(socketPath: socketPath, clientName: clientName, restoreID: nil)
     }
 
     /// Connects, registering `restoreID` when given (see ``AccmonSession``).
-    static func connect(socketPath: String?, clientName: String, restoreID: String?) async throws(AccmonError)
+    static func connect(
+        socketPath: String?, clientName: String, restoreID: String?
+    ) async throws(AccmonError)
         -> AccmonConnection
     {
         let path = resolveSocketPath(socketPath)
@@ -117,7 +121,9 @@ public final class AccmonConnection: Sendable {
     }
 
     /// Subscribes on a connection whose push stream is already open (one with a restore id).
-    func subscribe(_ filter: AccessoryFilter, pushes: AsyncThrowingStream<Push, any Error>) async throws(AccmonError)
+    func subscribe(
+        _ filter: AccessoryFilter, pushes: AsyncThrowingStream<Push, any Error>
+    ) async throws(AccmonError)
         -> Snapshot
     {
         guard case .snapshot(_, let snapshot) = try await channel.request(.subscribe(filter)) else {
@@ -134,7 +140,9 @@ public final class AccmonConnection: Sendable {
     ///   - filter: which accessories.
     ///   - includeRejected: also the accessories the manifest rejected, each event of one carrying the reason
     ///     (``AccessoryEvent/rejection``); for root and the manifest's admins only.
-    public func subscribe(_ filter: AccessoryFilter = .all, includeRejected: Bool = false) async throws(AccmonError)
+    public func subscribe(
+        _ filter: AccessoryFilter = .all, includeRejected: Bool = false
+    ) async throws(AccmonError)
         -> AccessorySubscription
     {
         let pushes = channel.openPushStream()
@@ -166,7 +174,9 @@ public final class AccmonConnection: Sendable {
     ///
     /// With `includeRejected` (root and the manifest's admins only), the accessories the manifest rejected too, with
     /// the reasons in ``Snapshot/rejected``.
-    public func list(_ filter: AccessoryFilter = .all, includeRejected: Bool = false) async throws(AccmonError)
+    public func list(
+        _ filter: AccessoryFilter = .all, includeRejected: Bool = false
+    ) async throws(AccmonError)
         -> Snapshot
     {
         guard case .list(_, let snapshot) = try await channel.request(.list(filter, includeRejected: includeRejected))

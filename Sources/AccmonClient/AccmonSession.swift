@@ -236,8 +236,12 @@ final class SessionCore: Sendable {
             asOf = snapshot.sequence
         }
         let (gone, new) = state.withLock { state in
-            let gone = state.view.values.filter { truth[$0.connectionID] == nil }.sorted { $0.connectionID < $1.connectionID }
-            let new = truth.values.filter { state.view[$0.connectionID] == nil }.sorted { $0.connectionID < $1.connectionID }
+            let gone = state.view.values.filter { truth[$0.connectionID] == nil }.sorted {
+                $0.connectionID < $1.connectionID
+            }
+            let new = truth.values.filter { state.view[$0.connectionID] == nil }.sorted {
+                $0.connectionID < $1.connectionID
+            }
             state.connection = connection
             return (gone, new)
         }
@@ -297,7 +301,9 @@ final class SessionCore: Sendable {
         }
     }
 
-    private static func next(_ iterator: inout AsyncThrowingStream<Push, any Error>.AsyncIterator)
+    private static func next(
+        _ iterator: inout AsyncThrowingStream<Push, any Error>.AsyncIterator
+    )
         async throws(AccmonError) -> Push?
     {
         do {

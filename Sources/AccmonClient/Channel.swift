@@ -156,7 +156,8 @@ final class Channel: Sendable {
                     }
                     dispatch(message)
                 } catch {
-                    endError = AccmonError(.invalidResponse, "accmon: accmond sent an unreadable line: \(error.message)")
+                    endError = AccmonError(
+                        .invalidResponse, "accmon: accmond sent an unreadable line: \(error.message)")
                     break reading
                 }
             }
@@ -182,18 +183,19 @@ final class Channel: Sendable {
             // Handlers first, outside the lock (they may call onDisconnect): as documented, a disconnect handler has
             // run by the time the event reaches the consumer.
             for handler in handlers { handler(event.accessory) }
-            state.withLock { $0.pushes?.yield(.event(event)) }
+            state.withLock { _ = $0.pushes?.yield(.event(event)) }
         case .restore(let restored):
             state.withLock { state in
                 state.connected = Set(restored.accessories.map(\.connectionID))
                 state.pushes?.yield(.restore(restored))
             }
         case .restored(let sequence):
-            state.withLock { $0.pushes?.yield(.restored(sequence)) }
+            state.withLock { _ = $0.pushes?.yield(.restored(sequence)) }
         case .error(nil, let error):
             // An error not tied to a request (the daemon could not read a line of ours): it ends the stream.
             finishPushStream(
-                throwing: AccmonError(.requestFailed, "accmon: accmond: \(error.message) (\(error.code))", protocolError: error))
+                throwing: AccmonError(
+                    .requestFailed, "accmon: accmond: \(error.message) (\(error.code))", protocolError: error))
         default:
             guard case .number(let id)? = message.requestID else { return }
             let reply = state.withLock { state -> Reply? in
@@ -208,7 +210,8 @@ final class Channel: Sendable {
 
     private func end(_ error: AccmonError) {
         let (pending, pushes, closedByUser, waiters) = state.withLock { state in
-            state.ended = state.closedByUser ? AccmonError(.connectionClosed, "accmon: the connection was closed") : error
+            state.ended =
+                state.closedByUser ? AccmonError(.connectionClosed, "accmon: the connection was closed") : error
             defer {
                 state.pending = [:]
                 state.pushes = nil

@@ -13,7 +13,9 @@ public struct AccessoryFilter: Codable, Sendable, Hashable {
     public var protocolString: String?
 
     /// Creates a filter; `nil` parts match anything.
-    public init(kind: AccessoryKind? = nil, vendorID: String? = nil, productID: String? = nil, protocolString: String? = nil) {
+    public init(
+        kind: AccessoryKind? = nil, vendorID: String? = nil, productID: String? = nil, protocolString: String? = nil
+    ) {
         self.kind = kind
         self.vendorID = vendorID
         self.productID = productID

@@ -33,12 +33,14 @@ public struct ProtocolCodec {
             return .failure(ClientDecodingFailure(id: nil, error: Self.protocolError(error, context: "message")))
         }
         guard !envelope.typeIsNotString else {
-            return .failure(ClientDecodingFailure(
-                id: envelope.id, error: ProtocolError(.invalidMessage, "message: type: expected a string")))
+            return .failure(
+                ClientDecodingFailure(
+                    id: envelope.id, error: ProtocolError(.invalidMessage, "message: type: expected a string")))
         }
         guard let type = envelope.type else {
-            return .failure(ClientDecodingFailure(
-                id: envelope.id, error: ProtocolError(.invalidMessage, "message: type: field 'type' is missing")))
+            return .failure(
+                ClientDecodingFailure(
+                    id: envelope.id, error: ProtocolError(.invalidMessage, "message: type: field 'type' is missing")))
         }
         do {
             let request: ClientRequest
@@ -67,12 +69,13 @@ public struct ProtocolCodec {
             case "simulate":
                 request = try simulateRequest(data)
             default:
-                return .failure(ClientDecodingFailure(
-                    id: envelope.id,
-                    error: ProtocolError(
-                        .unknownType,
-                        "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, ack, list, status, reload"
-                            + " or simulate)")))
+                return .failure(
+                    ClientDecodingFailure(
+                        id: envelope.id,
+                        error: ProtocolError(
+                            .unknownType,
+                            "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, ack, list, status, reload"
+                                + " or simulate)")))
             }
             return .success(ClientMessage(id: envelope.id, request))
         } catch let error as ProtocolError {
@@ -187,7 +190,8 @@ public struct ProtocolCodec {
             return ProtocolError(
                 .invalidField, "\(context): \(info.path): expected \(Self.jsonTypeName(type))")
         case .valueNotFound(let type, let info):
-            return ProtocolError(.invalidField, "\(context): \(info.path): expected \(Self.jsonTypeName(type)), got null")
+            return ProtocolError(
+                .invalidField, "\(context): \(info.path): expected \(Self.jsonTypeName(type)), got null")
         case .dataCorrupted(let info):
             return ProtocolError(.invalidField, "\(context): \(info.path): \(Self.reason(info))")
         @unknown default:

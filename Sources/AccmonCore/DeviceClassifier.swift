@@ -186,7 +186,8 @@ public enum DeviceClassifier {
         {
             return text
         }
-        let printable = String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }))
+        let printable = String(
+            String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }))
         let trimmed = printable.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()
         return String(String(trimmed).prefix(maximumFieldLength))
     }

@@ -45,7 +45,9 @@ public enum ManifestFiles {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            let count = chunk.withUnsafeMutableBytes { buffer in Glibc.read(descriptor, buffer.baseAddress, buffer.count) }
+            let count = chunk.withUnsafeMutableBytes { buffer in
+                Glibc.read(descriptor, buffer.baseAddress, buffer.count)
+            }
             if count < 0 {
                 if errno == EINTR { continue }
                 return failure(Errno.current.description)

@@ -39,7 +39,9 @@ public enum UnixSocket {
             }
             unlink(path)
         }
-        let fd = try wrap("socket", path) { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        let fd = try wrap("socket", path) {
+            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        }
         do {
             _ = try wrap("bind", path) {
                 withUnsafePointer(to: &address) {
@@ -59,7 +61,9 @@ public enum UnixSocket {
     /// Connects to the socket at `path` (blocking descriptor).
     public static func connect(path: String) throws(SocketError) -> FileDescriptor {
         var address = try address(for: path, operation: "connect")
-        let fd = try wrap("socket", path) { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        let fd = try wrap("socket", path) {
+            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        }
         do {
             _ = try wrap("connect", path) {
                 withUnsafePointer(to: &address) {
@@ -82,7 +86,7 @@ public enum UnixSocket {
                 CAccmonShims_accept(listener.rawValue, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             }
             return FileDescriptor(rawValue: fd)
-        } catch where error == .wouldBlock || error.rawValue == ECONNABORTED {
+        } catch  where error == .wouldBlock || error.rawValue == ECONNABORTED {
             return nil
         }
     }

@@ -1,6 +1,6 @@
 public import AccmonCore
-public import AccmonSys
 import AccmonCrypto
+public import AccmonSys
 import CUdev
 import Glibc
 

@@ -251,7 +251,9 @@ final class Broker {
             var restoreKey: RestoreKey?
             if let restoreID {
                 guard !restoreID.isEmpty else {
-                    reply(to: session, .error(id: id, ProtocolError(.invalidField, "hello: restoreID: must not be empty")))
+                    reply(
+                        to: session, .error(id: id, ProtocolError(.invalidField, "hello: restoreID: must not be empty"))
+                    )
                     return
                 }
                 guard let uid = session.peer?.uid else {
@@ -260,11 +262,13 @@ final class Broker {
                         .error(
                             id: id,
                             ProtocolError(
-                                .invalidField, "hello: restoreID: the daemon could not read this client's credentials")))
+                                .invalidField, "hello: restoreID: the daemon could not read this client's credentials"))
+                    )
                     return
                 }
                 let key = RestoreKey(uid: uid, restoreID: restoreID)
-                guard !sessions.values.contains(where: { $0.restoreKey == key && pendingClose[$0.number] == nil }) else {
+                guard !sessions.values.contains(where: { $0.restoreKey == key && pendingClose[$0.number] == nil })
+                else {
                     reply(
                         to: session,
                         .error(
@@ -308,7 +312,8 @@ final class Broker {
             reply(to: session, .snapshot(id: id, snapshot))
         case .unsubscribe:
             guard session.subscription != nil else {
-                reply(to: session, .error(id: id, ProtocolError(.notSubscribed, "unsubscribe: session: not subscribed")))
+                reply(
+                    to: session, .error(id: id, ProtocolError(.notSubscribed, "unsubscribe: session: not subscribed")))
                 return
             }
             session.subscription = nil
@@ -346,7 +351,8 @@ final class Broker {
             guard !includeRejected || requireAdmin(session, id: id, for: "list: all") else { return }
             reply(
                 to: session,
-                .list(id: id, visibleSnapshot(for: session.principal, filter: filter, includeRejected: includeRejected)))
+                .list(id: id, visibleSnapshot(for: session.principal, filter: filter, includeRejected: includeRejected))
+            )
         case .reloadManifest:
             guard requireAdmin(session, id: id, for: "reload") else { return }
             let problems = loadManifest(initial: false)
@@ -446,7 +452,9 @@ final class Broker {
     }
 
     /// What a client may see of the connected accessories, as it sees them (with the manifest's protocol strings).
-    private func visibleSnapshot(for principal: ClientPrincipal?, filter: AccessoryFilter, includeRejected: Bool)
+    private func visibleSnapshot(
+        for principal: ClientPrincipal?, filter: AccessoryFilter, includeRejected: Bool
+    )
         -> Snapshot
     {
         let all = registry.snapshot()
@@ -497,7 +505,9 @@ final class Broker {
             if let reason = after.rejection {
                 logger.notice("accessory rejected after reload: \(reason)", metadata(for: accessory))
             }
-            func sees(_ verdict: Authentication, _ principal: ClientPrincipal?, _ filter: AccessoryFilter, _ all: Bool)
+            func sees(
+                _ verdict: Authentication, _ principal: ClientPrincipal?, _ filter: AccessoryFilter, _ all: Bool
+            )
                 -> Bool
             {
                 verdict.isVisible(to: principal, includingRejected: all) && filter.matches(verdict.announced(accessory))
@@ -660,7 +670,9 @@ final class Broker {
                     session.outbound.append(next.payload)
                     _ = session.queue.popFirst()
                 }
-                if wasSuspended && !session.isSuspended { logger.debug("client caught up: live again", session.metadata) }
+                if wasSuspended && !session.isSuspended {
+                    logger.debug("client caught up: live again", session.metadata)
+                }
             }
             handleUnhandledLines(of: session)
             guard pendingClose[session.number] == nil else { return }

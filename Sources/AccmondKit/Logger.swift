@@ -53,7 +53,8 @@ public struct Logger: Sendable {
         if destination == .journal {
             do {
                 try Journal.send(
-                    journalFields(level, text, metadata, messageID: messageID, file: file, function: function, line: line))
+                    journalFields(
+                        level, text, metadata, messageID: messageID, file: file, function: function, line: line))
                 return
             } catch {
                 // The journal is gone (journald restarting): the line below still reaches stderr, which is the journal
@@ -93,7 +94,8 @@ public struct Logger: Sendable {
     static func journalFieldName(_ key: String) -> String {
         var name = String(
             key.uppercased().unicodeScalars.map { scalar -> Character in
-                (scalar.isASCII && (("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar))) ? Character(scalar) : "_"
+                (scalar.isASCII && (("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar)))
+                    ? Character(scalar) : "_"
             })
         while name.hasPrefix("_") { name.removeFirst() }
         if name.isEmpty || name.first!.isNumber { name = "ACCMON_" + name }

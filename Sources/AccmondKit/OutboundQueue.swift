@@ -47,7 +47,8 @@ struct OutboundQueue {
                     }
                 }
                 for pin in pins {
-                    vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: pin.baseAddress), iov_len: pin.count))
+                    vectors.append(
+                        iovec(iov_base: UnsafeMutableRawPointer(mutating: pin.baseAddress), iov_len: pin.count))
                 }
                 var header = msghdr()
                 return vectors.withUnsafeMutableBufferPointer { vectors in

@@ -111,7 +111,11 @@ final class StateStore: Sendable {
         while true {
             wakeup.wait()
             writing.withLock { _ in
-                if let bytes = pending.withLock({ state in defer { state = nil }; return state }) { write(bytes) }
+                if let bytes = pending.withLock({ state in
+                    defer { state = nil }; return state
+                }) {
+                    write(bytes)
+                }
             }
         }
     }

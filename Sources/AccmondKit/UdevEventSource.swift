@@ -78,7 +78,9 @@ public final class UdevEventSource: EventSource {
     }
 
     /// Enumerates the devices present; returns the reports (all of them, or the net changes when reconciling).
-    private func coldplug(_ context: UdevContext, into tracker: inout DeviceTracker, reconciling: Bool) throws(UdevError)
+    private func coldplug(
+        _ context: UdevContext, into tracker: inout DeviceTracker, reconciling: Bool
+    ) throws(UdevError)
         -> [SourceEvent]
     {
         var records: [DeviceRecord] = []

@@ -28,7 +28,9 @@ func expandingEqualsSigns(_ arguments: [String]) -> [String] {
 }
 
 /// Parses a filter option into `filter`; returns false when `option` is not a filter option.
-func parseFilterOption(_ option: String, _ arguments: inout Arguments, into filter: inout AccessoryFilter)
+func parseFilterOption(
+    _ option: String, _ arguments: inout Arguments, into filter: inout AccessoryFilter
+)
     throws(UsageError) -> Bool
 {
     switch option {
@@ -44,7 +46,8 @@ func parseFilterOption(_ option: String, _ arguments: inout Arguments, into filt
 func parseKind(_ text: String) throws(UsageError) -> AccessoryKind {
     guard let kind = AccessoryKind(rawValue: text) else {
         throw UsageError(
-            message: "--kind: '\(text)' is not a kind (\(AccessoryKind.allCases.map(\.rawValue).joined(separator: ", ")))")
+            message:
+                "--kind: '\(text)' is not a kind (\(AccessoryKind.allCases.map(\.rawValue).joined(separator: ", ")))")
     }
     return kind
 }

@@ -108,7 +108,8 @@ struct WatchCommand: Command {
                 if json {
                     writeOut(String(decoding: codec.encode(.event(event)), as: UTF8.self))
                 } else {
-                    writeOut(humanLine(event.change.rawValue, event.accessory, rejection: event.rejection, style: style))
+                    writeOut(
+                        humanLine(event.change.rawValue, event.accessory, rejection: event.rejection, style: style))
                 }
             }
         } catch let error as AccmonError {

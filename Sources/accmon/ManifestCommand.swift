@@ -148,5 +148,3 @@ struct ManifestCommand: Command {
         (list.users.map { "user \($0)" } + list.groups.map { "group \($0)" }).joined(separator: ", ")
     }
 }
-
-

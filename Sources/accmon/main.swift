@@ -26,7 +26,6 @@ func usageFailure(_ message: String, usage: String, command: String?) -> Never {
     exit(.usage)
 }
 
-
 var arguments = Arguments(expandingEqualsSigns(Array(CommandLine.arguments.dropFirst())))
 var socket: String?
 var chosen: (any Command.Type)?

@@ -39,39 +39,45 @@ func parseArguments(_ list: [String]) -> DaemonConfiguration {
         return value
     }
     while let argument = arguments.popFirst() {
-    switch argument {
-    case "--socket": configuration.socketPath = value(for: argument)
-    case "--simulate": configuration.simulate = true
-    case "--no-udev": configuration.watchesUdev = false
-    case "--log-level":
-        let text = value(for: argument)
-        guard let level = LogLevel(rawValue: text) else {
-            fail("--log-level: '\(text)' is not a level (\(LogLevel.allCases.map(\.rawValue).joined(separator: ", ")))")
+        switch argument {
+        case "--socket": configuration.socketPath = value(for: argument)
+        case "--simulate": configuration.simulate = true
+        case "--no-udev": configuration.watchesUdev = false
+        case "--log-level":
+            let text = value(for: argument)
+            guard let level = LogLevel(rawValue: text) else {
+                fail(
+                    "--log-level: '\(text)' is not a level (\(LogLevel.allCases.map(\.rawValue).joined(separator: ", ")))"
+                )
+            }
+            configuration.logger.level = level
+        case "--max-client-buffer":
+            let text = value(for: argument)
+            guard let bytes = Int(text), bytes >= 4096 else {
+                fail("--max-client-buffer: '\(text)' is not a number ≥ 4096")
+            }
+            configuration.maximumOutboundBytes = bytes
+        case "--state-dir": configuration.stateDirectory = value(for: argument)
+        case "--manifest": configuration.manifestPath = value(for: argument)
+        case "--manifest-dir": configuration.manifestDirectory = value(for: argument)
+        case "--restore-retention":
+            let text = value(for: argument)
+            guard let seconds = Double(text), seconds >= 0 else {
+                fail("--restore-retention: '\(text)' is not seconds ≥ 0")
+            }
+            configuration.restoreRetentionSeconds = seconds
+        case "--max-preserved":
+            let text = value(for: argument)
+            guard let count = Int(text), count >= 0 else { fail("--max-preserved: '\(text)' is not a count ≥ 0") }
+            configuration.maximumPreservedSessions = count
+        case "-h", "--help":
+            try? FileDescriptor.standardOutput.writeAll(usage.utf8)  // try?: exiting anyway
+            exit(0)
+        case "--version":
+            try? FileDescriptor.standardOutput.writeAll("accmond \(AccmonVersion.current)\n".utf8)  // try?: exiting anyway
+            exit(0)
+        default: fail("unknown argument '\(argument)'")
         }
-        configuration.logger.level = level
-    case "--max-client-buffer":
-        let text = value(for: argument)
-        guard let bytes = Int(text), bytes >= 4096 else { fail("--max-client-buffer: '\(text)' is not a number ≥ 4096") }
-        configuration.maximumOutboundBytes = bytes
-    case "--state-dir": configuration.stateDirectory = value(for: argument)
-    case "--manifest": configuration.manifestPath = value(for: argument)
-    case "--manifest-dir": configuration.manifestDirectory = value(for: argument)
-    case "--restore-retention":
-        let text = value(for: argument)
-        guard let seconds = Double(text), seconds >= 0 else { fail("--restore-retention: '\(text)' is not seconds ≥ 0") }
-        configuration.restoreRetentionSeconds = seconds
-    case "--max-preserved":
-        let text = value(for: argument)
-        guard let count = Int(text), count >= 0 else { fail("--max-preserved: '\(text)' is not a count ≥ 0") }
-        configuration.maximumPreservedSessions = count
-    case "-h", "--help":
-        try? FileDescriptor.standardOutput.writeAll(usage.utf8)  // try?: exiting anyway
-        exit(0)
-    case "--version":
-        try? FileDescriptor.standardOutput.writeAll("accmond \(AccmonVersion.current)\n".utf8)  // try?: exiting anyway
-        exit(0)
-    default: fail("unknown argument '\(argument)'")
-    }
     }
     return configuration
 }

@@ -3,7 +3,9 @@ import AccmonTestSupport
 import Testing
 
 @Suite struct CoalescingQueueTests {
-    func event(_ change: AccessoryEvent.Change, _ connection: UInt64, accessory: String = "a", seq: UInt64)
+    func event(
+        _ change: AccessoryEvent.Change, _ connection: UInt64, accessory: String = "a", seq: UInt64
+    )
         -> AccessoryEvent
     {
         AccessoryEvent(
@@ -107,7 +109,8 @@ import Testing
                     }
                     let truth = Set(registry.snapshot().accessories.map(\.connectionID))
                     guard view == truth else {
-                        Issue.record("seed \(seed): after resume the view \(view.sorted()) differs from \(truth.sorted()) (a)")
+                        Issue.record(
+                            "seed \(seed): after resume the view \(view.sorted()) differs from \(truth.sorted()) (a)")
                         return
                     }
                 }

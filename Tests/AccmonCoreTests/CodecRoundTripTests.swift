@@ -122,7 +122,8 @@ private let serverMessages: [ServerMessage] = {
     for accessory in [Fixtures.fullAccessory, Fixtures.awkwardAccessory, Fixtures.minimalAccessory] {
         messages.append(.event(AccessoryEvent(.connect, sequence: 1, accessory: accessory)))
         messages.append(.event(AccessoryEvent(.disconnect, sequence: UInt64.max, accessory: accessory)))
-        messages.append(.event(AccessoryEvent(.connect, sequence: 2, accessory: accessory, rejection: "no entry matches")))
+        messages.append(
+            .event(AccessoryEvent(.connect, sequence: 2, accessory: accessory, rejection: "no entry matches")))
     }
     for filter in Fixtures.filters {
         messages.append(
@@ -208,7 +209,8 @@ func clientMessageRoundTripsThroughTheCodec(_ message: ClientMessage) throws {
 
 @Test func decodedAccessoryWithoutIDGetsTheDerivedOne() throws {
     let codec = ProtocolCodec()
-    let line = #"{"type":"simulate","action":"connect","accessory":"#
+    let line =
+        #"{"type":"simulate","action":"connect","accessory":"#
         + #"{"kind":"serial","vendorID":"0403","productID":"6001","portPath":"1-2"}}"#
     guard case .simulateConnect(let accessory) = try codec.decodeClientMessage(Array(line.utf8)).get().request else {
         Issue.record("not a simulate connect")

@@ -20,7 +20,9 @@ enum Devices {
     static func tty(_ action: String) -> DeviceRecord {
         DeviceRecord(
             action: action, syspath: ttyPath, subsystem: "tty", devnode: "/dev/ttyUSB0",
-            properties: ["DEVLINKS": "/dev/serial/by-id/usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0 /dev/serial/by-path/x"],
+            properties: [
+                "DEVLINKS": "/dev/serial/by-id/usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0 /dev/serial/by-path/x"
+            ],
             usbDevice: ftdiAncestor,
             usbInterface: AncestorRecord(syspath: ftdiPath + "/1-2:1.0", attributes: ["bInterfaceNumber": "00"]))
     }
@@ -70,8 +72,9 @@ enum Devices {
     }
 
     @Test func bluetoothKeyboardIsKeyedByItsHIDDevice() {
-        guard case .bluetoothHIDNode(let key, let node, let accessory) = DeviceClassifier.classify(
-            Devices.keyboardEvent("add", 5))
+        guard
+            case .bluetoothHIDNode(let key, let node, let accessory) = DeviceClassifier.classify(
+                Devices.keyboardEvent("add", 5))
         else {
             Issue.record("the keyboard's event node was not classified")
             return

@@ -88,11 +88,15 @@ struct DisconnectHandlerTests {
         }
         let count = 200
         var ids: [ConnectionID] = []
-        for index in 0..<count { ids.append(try await driver.simulateConnect(Accessory(kind: .usb, name: "h\(index)"))) }
+        for index in 0..<count {
+            ids.append(try await driver.simulateConnect(Accessory(kind: .usb, name: "h\(index)")))
+        }
         let subscription = try await client.subscribe()
         #expect(subscription.snapshot.accessories.map(\.connectionID) == ids)
         let calls = Calls()
-        for accessory in subscription.snapshot.accessories { subscription.onDisconnect(of: accessory) { calls.record($0) } }
+        for accessory in subscription.snapshot.accessories {
+            subscription.onDisconnect(of: accessory) { calls.record($0) }
+        }
         // Unplug everything in one burst, so that the reader thread dispatches back to back.
         try await withThrowingTaskGroup(of: Void.self) { group in
             for id in ids { group.addTask { try await driver.simulateDisconnect(id) } }
@@ -108,7 +112,8 @@ struct DisconnectHandlerTests {
         }
         #expect(
             early.isEmpty,
-            "\(early.count) of \(count) disconnect events reached the consumer before their handler ran: \(early.prefix(10))")
+            "\(early.count) of \(count) disconnect events reached the consumer before their handler ran: \(early.prefix(10))"
+        )
         #expect(ids.allSatisfy { calls.count($0) == 1 }, "some handler did not run exactly once")
     }
 }

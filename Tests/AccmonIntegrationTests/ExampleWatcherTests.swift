@@ -37,10 +37,13 @@ struct ExampleWatcherTests {
         daemon.process.send(SIGTERM)
         #expect(await daemon.process.waitForExit(timeout: .seconds(5)) == .exited(0))
         let termination = await example.waitForExit(timeout: .seconds(5))
-        #expect(termination == .exited(0), "the example after accmond stopped: \(termination.map(\.description) ?? "running")")
+        #expect(
+            termination == .exited(0),
+            "the example after accmond stopped: \(termination.map(\.description) ?? "running")")
         let lines = example.stdout.split(separator: "\n").map(String.init)
         let context = "example output: \(lines)"
-        #expect(lines.first?.hasPrefix("connected to accmond \(AccmonVersion.current) as session s-") == true, "\(context)")
+        #expect(
+            lines.first?.hasPrefix("connected to accmond \(AccmonVersion.current) as session s-") == true, "\(context)")
         #expect(lines.contains("present: ExamplePresent at /dev/ttyUSB7"), "\(context)")
         #expect(lines.contains("connect: ExamplePlugged [seq 2]"), "\(context)")
         for (name, id) in [("ExamplePlugged", pluggedID), ("ExamplePresent", presentID)] {
@@ -53,7 +56,9 @@ struct ExampleWatcherTests {
             #expect(lines.filter { $0.hasPrefix("goodbye, \(name)") }.count == 1, "\(context)")
         }
         #expect(lines.contains("disconnect: ExamplePresent [seq \(finalSequence)]"), "\(context)")
-        #expect(!lines.contains { $0.contains("ExampleIgnored") }, "the serial filter let a USB accessory through: \(context)")
+        #expect(
+            !lines.contains { $0.contains("ExampleIgnored") },
+            "the serial filter let a USB accessory through: \(context)")
         #expect(lines.last?.contains("accmond stopped") == true, "\(context)")
     }
 }

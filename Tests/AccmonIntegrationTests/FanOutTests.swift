@@ -54,7 +54,8 @@ struct FanOutTests {
             let events = log.events
             #expect(
                 events == reference,
-                "client \(index) saw other events than client 0: \(events.map(\.sequence)) vs \(reference.map(\.sequence))")
+                "client \(index) saw other events than client 0: \(events.map(\.sequence)) vs \(reference.map(\.sequence))"
+            )
         }
         bag.closeAll()
     }

@@ -79,15 +79,17 @@ import Testing
 
     @Test func aUserNotAllowedSeesNothingAndCannotDoAdminOperations() async throws {
         let setup = try await Setup(manifest: Self.serialForNobody)
-        let plugged = try await setup.accmon(["simulate", "connect", "--kind", "usb", "--vendor", "1209"], asNobody: false)
+        let plugged = try await setup.accmon(
+            ["simulate", "connect", "--kind", "usb", "--vendor", "1209"], asNobody: false)
         #expect(plugged.termination == .exited(0), "\(plugged)")
 
         let asRoot = try await setup.accmon(["list", "--json"], asNobody: false)
         #expect(asRoot.stdout.contains("\"1209\""), "root (in every default access list) sees it: \(asRoot)")
         let asNobody = try await setup.accmon(["list", "--json"], asNobody: true)
         #expect(asNobody.termination == .exited(0), "\(asNobody)")
-        #expect(jsonObject(asNobody.stdout)?["accessories"] as? [Any] == nil
-            || (jsonObject(asNobody.stdout)?["accessories"] as? [Any])?.isEmpty == true, "\(asNobody)")
+        #expect(
+            jsonObject(asNobody.stdout)?["accessories"] as? [Any] == nil
+                || (jsonObject(asNobody.stdout)?["accessories"] as? [Any])?.isEmpty == true, "\(asNobody)")
 
         for arguments in [
             ["simulate", "connect", "--kind", "serial"], ["watch", "--all"], ["manifest", "reload"], ["list", "--all"],
@@ -103,15 +105,18 @@ import Testing
     }
 
     @Test func rejectedAccessoriesAreLoggedAndShownToAdminsOnly() async throws {
-        let setup = try await Setup(manifest: #"{"version": 1, "accessories": [{"name": "ftdi", "match": {"id": "0403:*"}}]}"#)
+        let setup = try await Setup(
+            manifest: #"{"version": 1, "accessories": [{"name": "ftdi", "match": {"id": "0403:*"}}]}"#)
         let watch = try setup.startWatch(asNobody: false, name: "admin-watch")
         _ = watch  // root's plain watch: rejected accessories never reach it
         let all = try ChildProcess(
             try Binaries.accmon, ["--socket", setup.socketPath, "watch", "--json", "--all"], name: "all",
             directory: setup.directory)
         #expect(await eventually { all.stdout.contains("\"snapshot\"") && watch.stdout.contains("\"snapshot\"") })
-        _ = try await setup.accmon(["simulate", "connect", "--kind", "usb", "--vendor", "dead", "--product", "beef"], asNobody: false)
-        _ = try await setup.accmon(["simulate", "connect", "--kind", "serial", "--vendor", "0403", "--product", "6001"], asNobody: false)
+        _ = try await setup.accmon(
+            ["simulate", "connect", "--kind", "usb", "--vendor", "dead", "--product", "beef"], asNobody: false)
+        _ = try await setup.accmon(
+            ["simulate", "connect", "--kind", "serial", "--vendor", "0403", "--product", "6001"], asNobody: false)
         #expect(await eventually { all.stdout.components(separatedBy: "\"connect\"").count == 3 })
         #expect(await eventually { watch.stdout.contains("\"0403\"") })
         #expect(all.stdout.contains("\"rejected\":\"no manifest entry matches"), "\(all.stdout)")
@@ -123,7 +128,8 @@ import Testing
 
     @Test func aBrokenManifestIsRefusedAndThePreviousStaysInForce() async throws {
         let setup = try await Setup(manifest: Self.usbForNobody)
-        try setup.rewrite("{\"version\": 1, \"accessories\": [\n  {\"name\": \"x\", \"match\": {\"id\": \"04x3:*\"}},\n]}")
+        try setup.rewrite(
+            "{\"version\": 1, \"accessories\": [\n  {\"name\": \"x\", \"match\": {\"id\": \"04x3:*\"}},\n]}")
         let reload = try await setup.accmon(["manifest", "reload"], asNobody: false)
         #expect(reload.termination == .exited(65), "\(reload)")
         #expect(reload.stderr.contains("manifest.json:2:"), "the problem names file:line:column: \(reload)")

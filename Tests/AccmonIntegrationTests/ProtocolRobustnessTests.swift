@@ -25,7 +25,8 @@ struct ProtocolRobustnessTests {
         BadLine(
             label: "missing field", bytes: Array(#"{"type":"simulate","id":4,"action":"connect"}"#.utf8),
             code: "missing-field", id: 4),
-        BadLine(label: "missing versions", bytes: Array(#"{"type":"hello","id":5}"#.utf8), code: "missing-field", id: 5),
+        BadLine(
+            label: "missing versions", bytes: Array(#"{"type":"hello","id":5}"#.utf8), code: "missing-field", id: 5),
         BadLine(
             label: "invalid filter", bytes: Array(#"{"type":"list","id":6,"filter":{"vendorID":"xyz"}}"#.utf8),
             code: "invalid-field", id: 6),
@@ -37,7 +38,8 @@ struct ProtocolRobustnessTests {
             bytes: Array(#"{"type":"simulate","id":9,"action":"connect","accessory":{"kind":"toaster"}}"#.utf8),
             code: "invalid-field", id: 9),
         BadLine(
-            label: "over-long line", bytes: Array(#"{"type":"status","pad":""#.utf8) + Array(repeating: 0x61, count: 70_000)
+            label: "over-long line",
+            bytes: Array(#"{"type":"status","pad":""#.utf8) + Array(repeating: 0x61, count: 70_000)
                 + Array(#""}"#.utf8), code: "line-too-long"),
     ]
 
@@ -102,7 +104,9 @@ struct ProtocolRobustnessTests {
         let driver = try await daemon.connect("driver")
         defer { driver.close() }
         var plugged: [ConnectionID] = []
-        for index in 0..<10 { plugged.append(try await driver.simulateConnect(Accessory(kind: .usb, name: "q\(index)"))) }
+        for index in 0..<10 {
+            plugged.append(try await driver.simulateConnect(Accessory(kind: .usb, name: "q\(index)")))
+        }
         try await driver.simulateDisconnect(plugged[0])
         #expect(await !socket.hasPendingData(within: .milliseconds(200)), "the daemon sent something unasked")
 

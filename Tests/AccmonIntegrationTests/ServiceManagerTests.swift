@@ -1,4 +1,3 @@
-@testable import AccmondKit
 import AccmonClient
 import AccmonCore
 import AccmonSys
@@ -7,6 +6,8 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+
+@testable import AccmondKit
 
 /// A datagram socket standing in for systemd's notification socket (`NOTIFY_SOCKET`) or the journal's socket: a
 /// thread of its own reads every datagram accmond sends as it comes (as systemd would: a full queue would block the
@@ -126,7 +127,7 @@ struct ServiceManagerTests {
     @Test func noReadyWhenTheDaemonCannotListen() async throws {
         let directory = try TemporaryDirectory()
         let notASocket = directory.file("plain-file")
-        FileManager.default.createFile(atPath: notASocket, contents: Data("x".utf8))
+        #expect(FileManager.default.createFile(atPath: notASocket, contents: Data("x".utf8)))
         let (daemon, notify) = try startNotifying(directory, ["--socket", notASocket, "--simulate", "--no-udev"])
         let termination = await daemon.waitForExit(timeout: .seconds(10))
         #expect(termination == .exited(1), "accmond on a regular file: \(String(describing: termination))")
@@ -233,7 +234,8 @@ struct ServiceManagerTests {
         let result = try await run(
             URL(fileURLWithPath: "/bin/bash"),
             [
-                "-c", "exec 3</dev/null; LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" --simulate --no-udev --state-dir \"$1\"",
+                "-c",
+                "exec 3</dev/null; LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" --simulate --no-udev --state-dir \"$1\"",
                 try Binaries.accmond.path, directory.file("state"),
             ], in: directory)
         #expect(result.termination == .exited(1), "\(result)")
@@ -248,12 +250,13 @@ struct ServiceManagerTests {
         // accmond runs in a private mount namespace where /run/systemd is a directory of ours, so that libsystemd's
         // sd_journal_sendv reaches our socket at /run/systemd/journal/socket; the host's /run is untouched.
         let directory = try TemporaryDirectory()
-        try FileManager.default.createDirectory(atPath: directory.file("run/journal"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: directory.file("run/journal"), withIntermediateDirectories: true)
         let journal = try DatagramCollector(path: directory.file("run/journal/socket"))
         let socketPath = directory.file("accmond.sock")
         // JOURNAL_STREAM names the stderr file ChildProcess opens: accmond sees that stderr is "the journal".
         let stderrPath = directory.file("accmond.err")
-        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         var info = stat()
         try #require(stat(stderrPath, &info) == 0)
         let daemon = try ChildProcess(
@@ -275,15 +278,19 @@ struct ServiceManagerTests {
 
         let connected = try await run(
             try Binaries.accmon,
-            ["--socket", socketPath, "simulate", "connect", "--kind", "serial", "--vendor", "0403", "--product", "6001",
-             "--name", "FT232R", "--serial", "A1"], in: directory)
+            [
+                "--socket", socketPath, "simulate", "connect", "--kind", "serial", "--vendor", "0403", "--product",
+                "6001",
+                "--name", "FT232R", "--serial", "A1",
+            ], in: directory)
         #expect(connected.termination == .exited(0), "\(connected)")
         let connectionID = connected.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
         let accessory = await journal.waitFor { assignments($0)["MESSAGE_ID"] == LogMessageID.accessoryConnected }
         let accessoryFields = assignments(try #require(accessory, "no accessory entry: \(journal.messages)"))
         #expect(accessoryFields["ACCESSORY_ID"] == "serial:0403:6001:serial=A1", "\(accessoryFields)")
-        #expect(accessoryFields["CONNECTION_ID"].map { connectionID.hasSuffix($0) || $0.hasSuffix(connectionID) } == true,
+        #expect(
+            accessoryFields["CONNECTION_ID"].map { connectionID.hasSuffix($0) || $0.hasSuffix(connectionID) } == true,
             "CONNECTION_ID \(accessoryFields["CONNECTION_ID"] ?? "-") vs accmon's \(connectionID)")
         #expect(accessoryFields["PRIORITY"] == "7")
 
@@ -320,7 +327,9 @@ struct ServiceNotifierTests {
         var messages: [String] { sent.withLock { $0 } }
     }
 
-    private func makeNotifier(_ recorder: Recorder, watchdogMicroseconds: UInt64?, onWake: @escaping @Sendable () -> Void = {})
+    private func makeNotifier(
+        _ recorder: Recorder, watchdogMicroseconds: UInt64?, onWake: @escaping @Sendable () -> Void = {}
+    )
         throws -> ServiceNotifier
     {
         try ServiceNotifier(
@@ -375,7 +384,8 @@ struct ServiceNotifierTests {
         let start = clock.now
         for count in 1...5000 { notifier.loopTurned(LoopTurn(accessories: count, clients: 1, stopping: false)) }
         let last = "STATUS=Serving 1 client; 5000 accessories connected"
-        #expect(await eventually(timeout: .seconds(5)) { recorder.messages.last == last }, "\(recorder.messages.suffix(3))")
+        #expect(
+            await eventually(timeout: .seconds(5)) { recorder.messages.last == last }, "\(recorder.messages.suffix(3))")
         let elapsed = clock.now - start
         let statusCount = recorder.messages.filter { $0.hasPrefix("STATUS=") }.count
         // At most one per 100 ms, plus READY's.

@@ -29,7 +29,8 @@ struct ShutdownTests {
 
         daemon.process.send(signal)
         let termination = await daemon.process.waitForExit(timeout: .seconds(5))
-        #expect(termination == .exited(0), "accmond after \(name): \(termination.map(\.description) ?? "still running")")
+        #expect(
+            termination == .exited(0), "accmond after \(name): \(termination.map(\.description) ?? "still running")")
         #expect(!daemon.socketFileExists, "accmond left its socket file \(daemon.socketPath) behind")
         #expect(daemon.log.contains("received \(name)"), "log: \(daemon.log)")
 

@@ -27,7 +27,8 @@ struct SlowClientTests {
         slow.setReceiveBufferSize(4096)
         try slow.send(#"{"type":"hello","id":1,"versions":[1],"client":"slow"}"# + "\n")
         let hello = try #require(await slow.readObject(), "slow client: no hello reply")
-        let slowSession = try #require(hello["session"] as? String, "slow client: hello reply without session: \(hello)")
+        let slowSession = try #require(
+            hello["session"] as? String, "slow client: hello reply without session: \(hello)")
         try slow.send(#"{"type":"subscribe","id":2}"# + "\n")
         let snapshotLine = try #require(await slow.readLine(), "slow client: no snapshot")
         guard case .snapshot(_, let slowSnapshot) = try codec.decodeServerMessage(Array(snapshotLine.utf8)) else {
@@ -95,7 +96,9 @@ struct SlowClientTests {
         #expect(fastStatus?.state == .live, "\(String(describing: fastStatus))")
 
         let log = daemon.log
-        let mention = log.split(separator: "\n").first { $0.contains("session=\(slowSession)") && $0.contains("not read") }
+        let mention = log.split(separator: "\n").first {
+            $0.contains("session=\(slowSession)") && $0.contains("not read")
+        }
         #expect(mention != nil, "accmond's log does not say that \(slowSession) stopped reading:\n\(log)")
 
         // The slow client reads again: it catches up, stays connected, and ends with the daemon's view.
@@ -123,8 +126,10 @@ struct SlowClientTests {
         let converged = outcome.view == truth.accessories
         #expect(
             converged,
-            "slow client's view \(SnapshotAtomicityTests.summary(outcome.view)) != \(SnapshotAtomicityTests.summary(truth.accessories))")
-        #expect(events.count < expectedEvents, "the slow client got all \(expectedEvents) events: nothing was coalesced")
+            "slow client's view \(SnapshotAtomicityTests.summary(outcome.view)) != \(SnapshotAtomicityTests.summary(truth.accessories))"
+        )
+        #expect(
+            events.count < expectedEvents, "the slow client got all \(expectedEvents) events: nothing was coalesced")
         #expect(events.last.map { $0.sequence <= truth.sequence } ?? true)
 
         // Live again: a new event reaches it directly.

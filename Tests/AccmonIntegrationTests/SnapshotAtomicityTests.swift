@@ -70,7 +70,9 @@ struct SnapshotAtomicityTests {
                     for item in 0..<burst {
                         if plugged.count > disconnects.count && Int.random(in: 0..<100, using: &driverRNG) < 45 {
                             var target: ConnectionID
-                            repeat { target = plugged.randomElement(using: &driverRNG)! } while disconnects.contains(target)
+                            repeat {
+                                target = plugged.randomElement(using: &driverRNG)!
+                            } while disconnects.contains(target)
                             disconnects.append(target)
                         } else {
                             connects.append(Self.randomAccessory(&driverRNG, name: "r\(round)-s\(step)-\(item)"))
@@ -172,7 +174,9 @@ struct SnapshotAtomicityTests {
     }
 
     /// Applies `events` to `snapshot` as a client would, listing every rule broken on the way.
-    static func replay(_ snapshot: Snapshot, _ events: [AccessoryEvent], filter: AccessoryFilter)
+    static func replay(
+        _ snapshot: Snapshot, _ events: [AccessoryEvent], filter: AccessoryFilter
+    )
         -> (view: [Accessory], problems: [String])
     {
         var problems: [String] = []
@@ -199,7 +203,8 @@ struct SnapshotAtomicityTests {
             case .disconnect:
                 if let known = view.removeValue(forKey: id) {
                     if known != event.accessory {
-                        problems.append("disconnect seq \(event.sequence) of \(id) carries other fields than its connect")
+                        problems.append(
+                            "disconnect seq \(event.sequence) of \(id) carries other fields than its connect")
                     }
                 } else {
                     problems.append("disconnect seq \(event.sequence) of \(id), not in view")

@@ -26,7 +26,8 @@ struct WatchTranscript {
                 if type == "session" { sessionLines.append(object) }
                 view = [:]
                 for accessory in object["accessories"] as? [[String: Any]] ?? [] {
-                    view[(accessory["connectionID"] as? NSNumber)?.uint64Value ?? 0] = accessory["accessoryID"] as? String
+                    view[(accessory["connectionID"] as? NSNumber)?.uint64Value ?? 0] =
+                        accessory["accessoryID"] as? String
                 }
             case "connect", "disconnect":
                 let accessory = object["accessory"] as? [String: Any] ?? [:]
@@ -35,7 +36,9 @@ struct WatchTranscript {
                 let id = accessory["accessoryID"] as? String ?? "?"
                 events.append((type, seq, connection, id))
                 if type == "connect" {
-                    if view[connection] != nil { problems.append("connect of \(connection) already in view (seq \(seq))") }
+                    if view[connection] != nil {
+                        problems.append("connect of \(connection) already in view (seq \(seq))")
+                    }
                     view[connection] = id
                 } else {
                     if view.removeValue(forKey: connection) == nil {
@@ -91,7 +94,9 @@ struct Plugger {
         for _ in 0..<3_000 { try await plugger.toggle(Int.random(in: 0..<20, using: &random)) }
         let during = try await driver.status()
         let stopped = during.clients.first { $0.pid == watcher.pid }
-        #expect(stopped?.state == .suspended && stopped?.suspendedBecause == "not-reading", "\(String(describing: stopped))")
+        #expect(
+            stopped?.state == .suspended && stopped?.suspendedBecause == "not-reading", "\(String(describing: stopped))"
+        )
         #expect((stopped?.queuedEvents ?? .max) <= 2 * 20, "queue over its bound: \(String(describing: stopped))")
 
         watcher.send(SIGCONT)
@@ -134,9 +139,10 @@ struct Plugger {
         let transcript = WatchTranscript(second.stdout)
         #expect(transcript.problems.isEmpty, "\(transcript.problems)")
         #expect(transcript.sessionLines.first?["restored"] as? Bool == true)
-        let known = Set((transcript.sessionLines.first?["accessories"] as? [[String: Any]] ?? []).compactMap {
-            $0["serialNumber"] as? String
-        })
+        let known = Set(
+            (transcript.sessionLines.first?["accessories"] as? [[String: Any]] ?? []).compactMap {
+                $0["serialNumber"] as? String
+            })
         #expect(known == ["S1", "S2"], "the restored state is what the client knew: \(known)")
         #expect(transcript.events.map(\.type) == ["disconnect", "connect"], "\(transcript.events)")
         #expect(!second.stdout.contains("\"S4\""), "a pair that began and ended while away reached the client")

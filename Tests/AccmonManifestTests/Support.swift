@@ -4,8 +4,6 @@ import AccmonTestSupport
 import Foundation
 import Glibc
 
-
-
 /// A fresh directory under /tmp (short, for socket paths), removed in `deinit`.
 final class ScratchDirectory: Sendable {
     let path: String
@@ -104,7 +102,8 @@ final class SimulatedDaemon: @unchecked Sendable {
         process.executableURL = try Binaries.url("accmond")
         // A manifest that allows everything: generate must see every simulated accessory.
         let manifest = "\(directory.path)/manifest.json"
-        try #"{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}"#.write(toFile: manifest, atomically: true, encoding: .utf8)
+        try #"{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}"#.write(
+            toFile: manifest, atomically: true, encoding: .utf8)
         process.arguments = [
             "--socket", socketPath, "--simulate", "--no-udev", "--state-dir", "\(directory.path)/state",
             "--manifest", manifest, "--manifest-dir", "\(directory.path)/manifest.d", "--log-level", "warning",

@@ -131,7 +131,9 @@ public struct CommandResult: CustomStringConvertible {
     public var stdout: String
     public var stderr: String
 
-    public var description: String { "\(termination); stdout: \(stdout.debugDescription); stderr: \(stderr.debugDescription)" }
+    public var description: String {
+        "\(termination); stdout: \(stdout.debugDescription); stderr: \(stderr.debugDescription)"
+    }
 }
 
 /// Runs `executable` to completion (killing it after `timeout`) and returns its exit and output.

@@ -42,7 +42,8 @@ extension UdevTests {
             ])
             let snapshot = try scenario.snapshot()
             let paths = Set(snapshot.accessories.map(\.sysfsPath))
-            let bluetoothHID = "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-10/1-10:1.0/bluetooth/hci0/hci0:257/"
+            let bluetoothHID =
+                "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-10/1-10:1.0/bluetooth/hci0/hci0:257/"
                 + "0005:05AC:0267.0001"
             let expected: Set<String> = [
                 usbPath("1-1"), usbPath("1-1") + "/1-1:1.0/ttyUSB0/tty/ttyUSB0",
@@ -52,7 +53,9 @@ extension UdevTests {
             ]
             #expect(paths == expected, "snapshot:\n\(snapshot.accessories.map(describe).joined(separator: "\n"))")
             // Not there: the hub 1-2, the camera 1-3, the internal Bluetooth controller 1-10, the root hubs.
-            for ignored in [usbPath("1-2"), usbPath("1-3"), usbPath("1-10"), "/sys/devices/pci0000:00/0000:00:14.0/usb3"] {
+            for ignored in [
+                usbPath("1-2"), usbPath("1-3"), usbPath("1-10"), "/sys/devices/pci0000:00/0000:00:14.0/usb3",
+            ] {
                 #expect(!paths.contains(ignored), "\(ignored) is in the snapshot")
             }
             #expect(snapshot.sequence == UInt64(expected.count), "one connect per coldplugged accessory")

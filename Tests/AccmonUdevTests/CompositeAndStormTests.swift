@@ -94,14 +94,17 @@ extension UdevTests {
                     }
                     open[id] = event
                 case .disconnect:
-                    if open.removeValue(forKey: id) == nil { problems.append("seq \(event.sequence): \(id) not connected") }
+                    if open.removeValue(forKey: id) == nil {
+                        problems.append("seq \(event.sequence): \(id) not connected")
+                    }
                 }
             }
             #expect(problems.isEmpty, "\(problems.prefix(10).joined(separator: "\n"))")
             // Sequence numbers: strictly increasing by one, from the snapshot's on.
             let snapshot = try scenario.snapshot()
             let sequences = all.map(\.sequence)
-            #expect(sequences == Array((snapshot.sequence + 1)...(snapshot.sequence + UInt64(all.count))),
+            #expect(
+                sequences == Array((snapshot.sequence + 1)...(snapshot.sequence + UInt64(all.count))),
                 "gaps or disorder in the sequence numbers")
 
             // The final state: what is plugged (the stick, and the FTDI adapter's two accessories).

@@ -9,7 +9,8 @@ import Synchronization
 /// Writes a manifest that allows every accessory (to root and the accmon group) and returns accmond's flags for it.
 func allowEverythingManifest(in directory: TemporaryDirectory) throws -> [String] {
     let path = directory.file("manifest.json")
-    try #"{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}"#.write(toFile: path, atomically: true, encoding: .utf8)
+    try #"{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}"#.write(
+        toFile: path, atomically: true, encoding: .utf8)
     return ["--manifest", path, "--manifest-dir", directory.file("manifest.d")]
 }
 
@@ -32,7 +33,9 @@ final class Accmond: @unchecked Sendable {
         let socketPath = directory.file("accmond.sock")
         // Its own state directory (never /var/lib/accmon, shared by every daemon) and no udev: only simulated
         // accessories, so that counters start fresh and nothing from the host shows up.
-        var flags = ["--socket", socketPath, "--log-level", logLevel, "--state-dir", directory.file("state"), "--no-udev"]
+        var flags = [
+            "--socket", socketPath, "--log-level", logLevel, "--state-dir", directory.file("state"), "--no-udev",
+        ]
         flags += try allowEverythingManifest(in: directory)
         if simulate { flags.append("--simulate") }
         let process = try ChildProcess(try Binaries.accmond, flags + arguments, name: "accmond", directory: directory)
@@ -168,4 +171,3 @@ final class ConnectionBag: @unchecked Sendable {
 
     deinit { closeAll() }
 }
-

@@ -43,7 +43,8 @@ enum UdevEnvironment {
         }
         let importUMockdev = "import gi; gi.require_version('UMockdev', '1.0'); from gi.repository import UMockdev"
         if !succeeds("/usr/bin/python3", ["-c", importUMockdev]) {
-            return "/usr/bin/python3 cannot import gi's UMockdev (Debian: apt-get install python3-gi gir1.2-umockdev-1.0)"
+            return
+                "/usr/bin/python3 cannot import gi's UMockdev (Debian: apt-get install python3-gi gir1.2-umockdev-1.0)"
         }
         return nil
     }()
@@ -65,7 +66,9 @@ enum UdevEnvironment {
 
     /// Throws the reason the suite cannot run here.
     static func check() throws {
-        if let unavailableReason { throw UdevTestError(description: "udev tests cannot run here: \(unavailableReason)") }
+        if let unavailableReason {
+            throw UdevTestError(description: "udev tests cannot run here: \(unavailableReason)")
+        }
     }
 }
 

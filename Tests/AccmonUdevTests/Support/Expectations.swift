@@ -10,7 +10,8 @@ func expectAccessory(
     sourceLocation: SourceLocation = #_sourceLocation
 ) {
     guard let actual else {
-        Issue.record("no accessory where \(describe(expected)) was expected. \(context())", sourceLocation: sourceLocation)
+        Issue.record(
+            "no accessory where \(describe(expected)) was expected. \(context())", sourceLocation: sourceLocation)
         return
     }
     let fields: [(String, String, String)] = [
@@ -30,7 +31,9 @@ func expectAccessory(
         ("portPath", actual.portPath, expected.portPath),
         ("interfaceNumber", actual.interfaceNumber, expected.interfaceNumber),
     ]
-    let mismatches = fields.filter { $0.1 != $0.2 }.map { "\($0.0): got \($0.1.debugDescription), expected \($0.2.debugDescription)" }
+    let mismatches = fields.filter { $0.1 != $0.2 }.map {
+        "\($0.0): got \($0.1.debugDescription), expected \($0.2.debugDescription)"
+    }
     #expect(
         mismatches.isEmpty, "\(describe(actual)):\n  \(mismatches.joined(separator: "\n  "))\n\(context())",
         sourceLocation: sourceLocation)

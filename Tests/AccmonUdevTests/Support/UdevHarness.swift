@@ -55,7 +55,8 @@ final class UdevHarness: @unchecked Sendable {
         if deferStart { harnessArguments.append("--defer-start") }
         // A manifest that allows every accessory: these tests are about udev, not authentication.
         let manifest = directory.file("manifest.json")
-        try #"{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}"#.write(toFile: manifest, atomically: true, encoding: .utf8)
+        try #"{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}"#.write(
+            toFile: manifest, atomically: true, encoding: .utf8)
         harnessArguments += [
             accmond.path, "--socket", socketPath, "--state-dir", directory.file("state"), "--manifest", manifest,
             "--manifest-dir", directory.file("manifest.d"),
@@ -108,7 +109,9 @@ final class UdevHarness: @unchecked Sendable {
 
     /// Sends one command and waits for its reply; throws when the reply says `ok: false` (unless `allowFailure`).
     @discardableResult
-    func send(_ command: [String: Any], timeout: Duration = .seconds(60), allowFailure: Bool = false) async throws
+    func send(
+        _ command: [String: Any], timeout: Duration = .seconds(60), allowFailure: Bool = false
+    ) async throws
         -> HarnessReply
     {
         let data = try JSONSerialization.data(withJSONObject: command, options: [.sortedKeys])
@@ -116,8 +119,9 @@ final class UdevHarness: @unchecked Sendable {
         do {
             try writeLock.withLock { _ in try input.write(contentsOf: data + [0x0A]) }
         } catch {
-            throw UdevTestError(description: "harness: cannot send \(String(decoding: data, as: UTF8.self)): \(error)\n"
-                + diagnostics())
+            throw UdevTestError(
+                description: "harness: cannot send \(String(decoding: data, as: UTF8.self)): \(error)\n"
+                    + diagnostics())
         }
         var reply: String?
         let arrived = await eventually(timeout: timeout, interval: .milliseconds(1)) {
@@ -188,7 +192,9 @@ final class UdevHarness: @unchecked Sendable {
         _ device: String, attributes: [String: String] = [:], properties: [String: String] = [:],
         uevent: String? = nil
     ) async throws {
-        var command: [String: Any] = ["op": "set", "device": device, "attributes": attributes, "properties": properties]
+        var command: [String: Any] = [
+            "op": "set", "device": device, "attributes": attributes, "properties": properties,
+        ]
         if let uevent { command["uevent"] = uevent }
         try await send(command)
     }

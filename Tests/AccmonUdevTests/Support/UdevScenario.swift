@@ -25,7 +25,9 @@ final class UdevScenario: @unchecked Sendable {
     private var barriers = 0
 
     /// Launches the harness, adds `coldplug` devices, starts accmond, and subscribes both clients.
-    static func begin(coldplug: [Device] = [], accmondArguments: [String] = ["--log-level", "debug"]) async throws
+    static func begin(
+        coldplug: [Device] = [], accmondArguments: [String] = ["--log-level", "debug"]
+    ) async throws
         -> UdevScenario
     {
         let harness = try UdevHarness(accmondArguments: accmondArguments, deferStart: true)
@@ -37,8 +39,9 @@ final class UdevScenario: @unchecked Sendable {
         let library = try await LibraryWatcher(socketPath: harness.socketPath)
         let scenario = UdevScenario(harness: harness, cli: cli, library: library)
         guard await eventually(timeout: .seconds(10), { cli.snapshot != nil }) else {
-            throw UdevTestError(description: "accmon watch --json printed no snapshot: \(cli.problems)\n"
-                + harness.diagnostics())
+            throw UdevTestError(
+                description: "accmon watch --json printed no snapshot: \(cli.problems)\n"
+                    + harness.diagnostics())
         }
         return scenario
     }
@@ -56,13 +59,16 @@ final class UdevScenario: @unchecked Sendable {
         let fromLibrary = try #require(library.snapshot, sourceLocation: sourceLocation)
         let fromCLI = try #require(cli.snapshot, "\(cli.problems)", sourceLocation: sourceLocation)
         #expect(
-            fromCLI == fromLibrary, "the CLI's and the library's snapshots differ\nCLI:\n\(fromCLI)\nlibrary:\n\(fromLibrary)",
+            fromCLI == fromLibrary,
+            "the CLI's and the library's snapshots differ\nCLI:\n\(fromCLI)\nlibrary:\n\(fromLibrary)",
             sourceLocation: sourceLocation)
         return fromLibrary
     }
 
     /// The next `count` events, once both clients have them; they must be the same in both.
-    func next(_ count: Int, timeout: Duration = .seconds(15), sourceLocation: SourceLocation = #_sourceLocation)
+    func next(
+        _ count: Int, timeout: Duration = .seconds(15), sourceLocation: SourceLocation = #_sourceLocation
+    )
         async throws -> [AccessoryEvent]
     {
         let target = cursor + count
@@ -70,8 +76,9 @@ final class UdevScenario: @unchecked Sendable {
             cli.events.count >= target && library.events.count >= target
         }
         guard arrived else {
-            throw UdevTestError(description: "expected \(count) more event(s) after the first \(cursor) within "
-                + "\(timeout)\n" + report(from: cursor))
+            throw UdevTestError(
+                description: "expected \(count) more event(s) after the first \(cursor) within "
+                    + "\(timeout)\n" + report(from: cursor))
         }
         let fromCLI = Array(cli.events[cursor..<target])
         let fromLibrary = Array(library.events[cursor..<target])
@@ -114,7 +121,8 @@ final class UdevScenario: @unchecked Sendable {
         var text = ""
         for observer in observers {
             let events = observer.events
-            text += "--- \(observer.name): \(events.count) events; from #\(start):\n"
+            text +=
+                "--- \(observer.name): \(events.count) events; from #\(start):\n"
                 + describe(events.dropFirst(start).prefix(40)) + "\n"
             let problems = observer.problems
             if !problems.isEmpty { text += "    problems: \(problems)\n" }
@@ -127,6 +135,8 @@ final class UdevScenario: @unchecked Sendable {
         library.stop()
         cli.stop()
         let exit = try await harness.quit()
-        #expect(exit == 0, "accmond exit: \(String(describing: exit))\n\(harness.diagnostics())", sourceLocation: sourceLocation)
+        #expect(
+            exit == 0, "accmond exit: \(String(describing: exit))\n\(harness.diagnostics())",
+            sourceLocation: sourceLocation)
     }
 }

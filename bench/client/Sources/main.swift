@@ -27,7 +27,9 @@ do {
     for try await event in subscription {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
-        emit("\(event.change.rawValue) \(event.accessory.serialNumber) \(Int(now.tv_sec) * 1_000_000_000 + now.tv_nsec)\n")
+        emit(
+            "\(event.change.rawValue) \(event.accessory.serialNumber) \(Int(now.tv_sec) * 1_000_000_000 + now.tv_nsec)\n"
+        )
     }
 } catch {
     emit("error \(error)\n")
