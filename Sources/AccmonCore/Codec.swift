@@ -147,6 +147,12 @@ public struct ProtocolCodec {
 
     /// Encodes a server message as one line, newline included.
     public func encode(_ message: ServerMessage) -> [UInt8] {
+        if case .event(let event) = message { return EventLineWriter.line(event) }  // the hot path, written directly
+        return line(ServerMessageCoding(message: message))
+    }
+
+    /// Encodes a server message with JSONEncoder, whatever its kind: what ``EventLineWriter`` must match.
+    func encodeWithJSONEncoder(_ message: ServerMessage) -> [UInt8] {
         line(ServerMessageCoding(message: message))
     }
 
