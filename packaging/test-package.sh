@@ -211,11 +211,15 @@ sed 's/^/     accmond: /' "$work/accmond.log" | head -8
 check "dpkg --purge accmon" in_root dpkg --purge accmon
 check "the package is gone from dpkg's database" bash -c "! chroot '$root' dpkg-query -W -f='\${Status}' accmon 2>/dev/null | grep -q ."
 rm -f "$root/tmp/$(basename "$deb")"
+# What apt-get -f install pulled in for accmon (libssl3, for the descriptor hash) is marked automatic: autoremove
+# takes it away again, as on any Debian system.
+check "apt-get autoremove --purge removes the dependencies installed for accmon" \
+  in_root apt-get autoremove --purge -y -q
 snapshot >"$work/after.txt"
 # The group is kept on purpose (see debian/postrm); /etc/group and /etc/gshadow change with it.
 leftovers=$(diff "$work/before.txt" "$work/after.txt" | grep '^[<>]' | grep -vE '^[<>] \./etc/(group|gshadow)-?$')
 if [ -z "$leftovers" ]; then
-  pass "dpkg --purge removed every file it installed and everything accmond made (only the group accmon is kept)"
+  pass "dpkg --purge (and autoremove) removed every file installed and everything accmond made (only the group accmon is kept)"
 else
   fail "dpkg --purge left files behind or removed others:"
   printf '%s\n' "$leftovers" | head -20 | sed 's/^/    /'
