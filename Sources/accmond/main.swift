@@ -86,7 +86,7 @@ var configuration = parseArguments(Array(CommandLine.arguments.dropFirst()))
 adoptServiceManager(&configuration)
 
 ignoreBrokenPipeSignal()
-SignalDescriptor.block([SIGTERM, SIGINT])
+SignalDescriptor.block([SIGTERM, SIGINT, SIGHUP])
 do {
     var sources: [any EventSource] = []
     if configuration.watchesUdev { sources.append(try UdevEventSource(logger: configuration.logger)) }

@@ -146,8 +146,11 @@ import Testing
         setup.daemon.send(SIGHUP)
         #expect(
             try await eventually {
-                !(try await setup.accmon(["list", "--json"], asNobody: true)).stdout.contains("\"1209\"")
+                let listed = try await setup.accmon(["list", "--json"], asNobody: true)
+                return listed.termination == .exited(0) && !listed.stdout.contains("\"1209\"")
             }, "after SIGHUP, nobody no longer sees the usb accessory")
+        #expect(setup.daemon.isRunning, "SIGHUP must reload, not stop the daemon: \(setup.daemon.stderr)")
+        #expect(setup.daemon.stderr.contains("received SIGHUP; reloading the manifest"))
     }
 
     /// Reloads that move accessories in and out of a user's sight while a storm runs: the user's watch never sees a
