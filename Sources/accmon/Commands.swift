@@ -274,6 +274,16 @@ struct StatusCommand: Command {
             simulation:   \(status.simulate ? "on" : "off")
 
             """)
+        if let manifest = status.manifest {
+            let files = manifest.files.isEmpty ? "no file" : manifest.files.joined(separator: ", ")
+            writeOut(
+                "manifest:     \(manifest.entries) entries from \(files); "
+                    + "\(manifest.rejectedAccessories) connected accessories rejected\n")
+            if !manifest.lastFailure.isEmpty {
+                writeOut("              the last load failed; the manifest above stays in force:\n")
+                for problem in manifest.lastFailure { writeOut("                \(problem)\n") }
+            }
+        }
         let rows = status.clients.map { client in
             [
                 client.sessionID, quotedIfNeeded(client.clientName.isEmpty ? "-" : client.clientName),
