@@ -384,8 +384,9 @@ struct ServiceNotifierTests {
         let start = clock.now
         for count in 1...5000 { notifier.loopTurned(LoopTurn(accessories: count, clients: 1, stopping: false)) }
         let last = "STATUS=Serving 1 client; 5000 accessories connected"
+        // Generous: the suite runs beside every other test on 2 cores; the pacing bound below is what is checked.
         #expect(
-            await eventually(timeout: .seconds(5)) { recorder.messages.last == last }, "\(recorder.messages.suffix(3))")
+            await eventually(timeout: .seconds(30)) { recorder.messages.last == last }, "\(recorder.messages.suffix(3))")
         let elapsed = clock.now - start
         let statusCount = recorder.messages.filter { $0.hasPrefix("STATUS=") }.count
         // At most one per 100 ms, plus READY's.
