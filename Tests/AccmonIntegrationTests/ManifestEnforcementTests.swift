@@ -26,10 +26,13 @@ import Testing
                     "--socket", socketPath, "--simulate", "--no-udev", "--state-dir", directory.file("state"),
                     "--manifest", manifestPath, "--manifest-dir", directory.file("manifest.d"),
                 ], name: "accmond", directory: directory)
+            // Up once it answers: the socket accepts (into its backlog) before the manifest is read, and the tests
+            // rewrite the manifest right after.
             let up = await eventually {
-                guard let probe = try? UnixSocket.connect(path: socketPath) else { return false }  // try?: not yet
-                probe.close()
-                return true
+                guard let connection = try? await AccmonConnection.connect(socketPath: socketPath, clientName: "probe")
+                else { return false }  // try?: not listening yet
+                defer { connection.close() }
+                return (try? await connection.status()) != nil  // try?: not serving yet
             }
             try #require(up, "accmond did not start: \(daemon.stderr)")
             chmod(directory.path, 0o755)
