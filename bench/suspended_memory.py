@@ -7,42 +7,19 @@ Prints one JSON line per sample and a summary line. Usage: suspended_memory.py B
 """
 import json, os, platform, signal, socket, subprocess, sys, tempfile, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import accmond_arguments, rss_kib, wait_for_socket  # noqa: E402
+
 bin_dir = sys.argv[1]
 clients = int(sys.argv[2]) if len(sys.argv) > 2 else 100
 events = int(sys.argv[3]) if len(sys.argv) > 3 else 100_000
 accessories = int(sys.argv[4]) if len(sys.argv) > 4 else 50
 
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def wait_for_socket(path, timeout=10):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            probe = socket.socket(socket.AF_UNIX)
-            probe.connect(path)
-            probe.close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise SystemExit(f"accmond did not listen on {path}")
-
-
 work = tempfile.mkdtemp(prefix="accmon-bench-")
 sock = os.path.join(work, "s")
-manifest = os.path.join(work, "manifest.json")
-with open(manifest, "w") as out:
-    out.write('{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}')
 daemon = subprocess.Popen(
-    [f"{bin_dir}/accmond", "--socket", sock, "--simulate", "--no-udev", "--state-dir", os.path.join(work, "state"),
-     "--manifest", manifest, "--manifest-dir", os.path.join(work, "manifest.d"),
-     "--max-client-buffer", "65536", "--log-level", "warning"])
+    [f"{bin_dir}/accmond", "--socket", sock, "--simulate", "--no-udev", "--max-client-buffer", "65536",
+     "--log-level", "warning"] + accmond_arguments(bin_dir, work))
 watchers = []
 try:
     wait_for_socket(sock)
