@@ -32,6 +32,26 @@ struct CommonOptions {
         """
 }
 
+/// The options `watch` and `list` share: `--json`, `--all`, the filter options and the common ones.
+struct SelectionOptions {
+    var common: CommonOptions
+    var json = false
+    var all = false
+    var filter = AccessoryFilter()
+
+    /// Consumes `option` if it is one of these; returns whether it was.
+    mutating func parse(_ option: String, _ arguments: inout Arguments) throws(UsageError) -> Bool {
+        switch option {
+        case "--json": json = true
+        case "--all": all = true
+        default:
+            if try common.parse(option, &arguments) { return true }
+            return try parseFilterOption(option, &arguments, into: &filter)
+        }
+        return true
+    }
+}
+
 struct WatchCommand: Command {
     static let name = "watch"
     static let abstract = "Show accessories as they connect and disconnect, until Ctrl-C."
@@ -55,22 +75,19 @@ struct WatchCommand: Command {
 
         """
 
-    var common: CommonOptions
-    var json = false
-    var all = false
+    var selection: SelectionOptions
     var restoreID: String?
-    var filter = AccessoryFilter()
+    var common: CommonOptions { selection.common }
+    var json: Bool { selection.json }
+    var all: Bool { selection.all }
+    var filter: AccessoryFilter { selection.filter }
 
     init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
-        common = CommonOptions(socket: socket)
+        selection = SelectionOptions(common: CommonOptions(socket: socket))
         while let option = arguments.next() {
-            if option == "--json" {
-                json = true
-            } else if option == "--all" {
-                all = true
-            } else if option == "--restore-id" {
+            if option == "--restore-id" {
                 restoreID = try arguments.value(for: option)
-            } else if try !common.parse(option, &arguments), try !parseFilterOption(option, &arguments, into: &filter) {
+            } else if try !selection.parse(option, &arguments) {
                 throw UsageError(message: "unknown option '\(option)'")
             }
         }
@@ -173,21 +190,16 @@ struct ListCommand: Command {
 
         """
 
-    var common: CommonOptions
-    var json = false
-    var all = false
-    var filter = AccessoryFilter()
+    var selection: SelectionOptions
+    var common: CommonOptions { selection.common }
+    var json: Bool { selection.json }
+    var all: Bool { selection.all }
+    var filter: AccessoryFilter { selection.filter }
 
     init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
-        common = CommonOptions(socket: socket)
+        selection = SelectionOptions(common: CommonOptions(socket: socket))
         while let option = arguments.next() {
-            if option == "--json" {
-                json = true
-            } else if option == "--all" {
-                all = true
-            } else if try !common.parse(option, &arguments), try !parseFilterOption(option, &arguments, into: &filter) {
-                throw UsageError(message: "unknown option '\(option)'")
-            }
+            if try !selection.parse(option, &arguments) { throw UsageError(message: "unknown option '\(option)'") }
         }
     }
 
