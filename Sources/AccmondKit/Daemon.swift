@@ -153,7 +153,8 @@ public final class Daemon: Sendable {
 
     /// The notifier for the service manager, with the watchdog interval systemd asked for; `nil` when off.
     private func makeServiceNotifier() throws -> ServiceNotifier? {
-        guard configuration.notifiesServiceManager else { return nil }
+        // Without NOTIFY_SOCKET nothing could be sent (the watchdog pings through it too): no helper thread to wake.
+        guard configuration.notifiesServiceManager, environmentValue("NOTIFY_SOCKET") != nil else { return nil }
         let watchdog: UInt64?
         do {
             watchdog = try ServiceManager.watchdogIntervalMicroseconds()

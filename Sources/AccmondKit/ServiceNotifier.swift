@@ -42,7 +42,8 @@ public struct InheritedListener: Sendable, Hashable {
 ///
 /// - `READY=1` after the end of the loop's first turn: the socket listens, and the coldplug that the sources
 ///   delivered before the loop started has been applied to the registry.
-/// - `STATUS=` when the numbers of accessories or clients change, at most every ``statusSpacingNanoseconds``.
+/// - `STATUS=` when the numbers of accessories or clients change, at most every ``statusSpacingNanoseconds``; the
+///   loop wakes the helper for a change only outside that spacing.
 /// - `WATCHDOG=1` only as the loop's answer: every half watchdog interval the helper raises a request and wakes the
 ///   loop through the event sink's existing eventfd; the loop answers at the end of its next turn (a heartbeat), and
 ///   the helper pings for that answer. A loop that no longer turns never answers, so no ping goes out and the service
@@ -82,6 +83,10 @@ final class ServiceNotifier: Sendable {
     private let pingRequested = Atomic<Bool>(false)
     /// Raised by the loop (the heartbeat answering a request), cleared by the helper when it pings.
     private let pingAnswered = Atomic<Bool>(false)
+    /// Written by the helper: before this time (monotonic ns) a new count cannot go out yet, and the helper looks
+    /// at the counts again when it comes, so the loop need not wake it for a change (a storm of events then costs
+    /// the helper at most one wake-up per ``statusSpacingNanoseconds``).
+    private let statusRecheckAt = Atomic<UInt64>(0)
 
     /// Creates a notifier.
     ///
@@ -151,8 +156,11 @@ final class ServiceNotifier: Sendable {
     /// changed, and then only an eventfd write.
     func loopTurned(_ turn: LoopTurn) {
         var wake = false
-        if accessories.exchange(turn.accessories, ordering: .relaxed) != turn.accessories { wake = true }
-        if clients.exchange(turn.clients, ordering: .relaxed) != turn.clients { wake = true }
+        let accessoriesChanged = accessories.exchange(turn.accessories, ordering: .releasing) != turn.accessories
+        let clientsChanged = clients.exchange(turn.clients, ordering: .releasing) != turn.clients
+        if accessoriesChanged || clientsChanged {
+            wake = monotonicNanoseconds() >= statusRecheckAt.load(ordering: .acquiring)
+        }
         if !firstTurnDone.load(ordering: .relaxed) {
             firstTurnDone.store(true, ordering: .releasing)
             wake = true
@@ -232,11 +240,11 @@ final class ServiceNotifier: Sendable {
     private func handleLoopReports(_ state: inout HelperState) {
         let now = monotonicNanoseconds()
         let status = Self.statusText(
-            accessories: accessories.load(ordering: .relaxed), clients: clients.load(ordering: .relaxed))
+            accessories: accessories.load(ordering: .acquiring), clients: clients.load(ordering: .acquiring))
         if !state.readySent && firstTurnDone.load(ordering: .acquiring) {
             state.readySent = true
             state.lastStatus = status
-            state.nextStatusAllowed = now + Self.statusSpacingNanoseconds
+            scheduleRecheck(&state, now: now)
             notify("READY=1\nSTATUS=\(status)")
         }
         if pingAnswered.exchange(false, ordering: .acquiringAndReleasing) {
@@ -250,17 +258,25 @@ final class ServiceNotifier: Sendable {
                     + Self.clientsText(clientsAtStop.load(ordering: .relaxed)))
         }
         guard state.readySent && !state.stoppingSent && status != state.lastStatus else {
-            state.statusDue = nil
+            // Nothing new to say: the recheck is done once its time has come (or there is nothing to recheck).
+            if state.stoppingSent || now >= state.nextStatusAllowed { state.statusDue = nil }
             return
         }
         if now >= state.nextStatusAllowed {
             state.lastStatus = status
-            state.statusDue = nil
-            state.nextStatusAllowed = now + Self.statusSpacingNanoseconds
+            scheduleRecheck(&state, now: now)
             notify("STATUS=\(status)")
         } else {
             state.statusDue = state.nextStatusAllowed
         }
+    }
+
+    /// After a status went out: the next may go at the end of the spacing, and the helper looks again then (the
+    /// loop does not wake it for changes until that time).
+    private func scheduleRecheck(_ state: inout HelperState, now: UInt64) {
+        state.nextStatusAllowed = now + Self.statusSpacingNanoseconds
+        state.statusDue = state.nextStatusAllowed
+        statusRecheckAt.store(state.nextStatusAllowed, ordering: .releasing)
     }
 
     private func notify(_ state: String) {

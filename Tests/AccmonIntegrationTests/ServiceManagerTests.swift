@@ -395,6 +395,49 @@ struct ServiceNotifierTests {
         #expect(!recorder.messages.contains("WATCHDOG=1"))
     }
 
+    @Test func aStormOfCountChangesWakesTheHelperAboutOncePerSpacing() async throws {
+        let recorder = Recorder()
+        let notifier = try makeNotifier(recorder, watchdogMicroseconds: nil)
+        try notifier.start()
+        defer { notifier.finish() }
+        notifier.loopTurned(LoopTurn(accessories: 0, clients: 1, stopping: false))
+        #expect(await eventually(timeout: .seconds(5)) { !recorder.messages.isEmpty })
+        let helper = try #require(threadNamed("accmond-notify"))
+        let before = try voluntaryContextSwitches(ofThread: helper)
+        // 2,000 changes over ≥ 400 ms: one turn every ≥ 200 µs, like a daemon in a plug storm.
+        let clock = ContinuousClock()
+        let start = clock.now
+        for count in 1...2000 {
+            notifier.loopTurned(LoopTurn(accessories: count, clients: 1, stopping: false))
+            usleep(200)
+        }
+        let elapsed = clock.now - start
+        #expect(
+            await eventually(timeout: .seconds(30)) {
+                recorder.messages.last == "STATUS=Serving 1 client; 2000 accessories connected"
+            })
+        // Each wake-up of the helper is one voluntary switch: about one per 100 ms of storm plus the last recheck,
+        // where waking it for every change would make about 2,000.
+        let switches = try voluntaryContextSwitches(ofThread: helper) - before
+        let allowed = 2 * (Int(elapsed / .milliseconds(100)) + 3)
+        #expect(switches <= allowed, "\(switches) wake-ups of the helper in \(elapsed) for 2,000 changes")
+    }
+
+    /// The id of this process's thread called `name`, from /proc/self/task/*/comm.
+    private func threadNamed(_ name: String) -> String? {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []  // try?: none
+        return tasks.first { task in
+            let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)  // try?: gone
+            return comm?.trimmingCharacters(in: .whitespacesAndNewlines) == name
+        }
+    }
+
+    private func voluntaryContextSwitches(ofThread task: String) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/self/task/\(task)/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") })
+        return try #require(Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)))
+    }
+
     @Test func stoppingIsSentOnceAndNothingButItFollows() async throws {
         let recorder = Recorder()
         let notifier = try makeNotifier(recorder, watchdogMicroseconds: nil)
