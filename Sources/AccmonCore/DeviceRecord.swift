@@ -1,5 +1,5 @@
-/// A value copy of what libudev says about one device, taken on the udev thread: everything classification needs,
-/// so that the decision is pure logic.
+/// A value copy of what libudev says about one device, taken on the thread that owns libudev: everything
+/// classification needs, so that the decision is pure logic.
 public struct DeviceRecord: Sendable, Hashable {
     /// The udev action: `add`, `remove`, `change`, `bind`, `unbind`, ..., or empty for a coldplug enumeration.
     public var action: String

@@ -36,6 +36,10 @@ public struct Poller: ~Copyable {
 
     deinit { Glibc.close(epoll) }
 
+    /// The epoll descriptor itself: readable while any watched descriptor is ready, so one poller can be watched
+    /// by another. It stays owned by this poller.
+    public var descriptor: FileDescriptor { FileDescriptor(rawValue: epoll) }
+
     /// Watches `fd` for `interest`, reporting `token`.
     public func add(_ fd: FileDescriptor, interest: Interest, token: UInt64) throws(Errno) {
         try control(EPOLL_CTL_ADD, fd, interest, token)
@@ -96,6 +100,34 @@ public struct WakeupEvent: Sendable {
     public func drain() {
         var value: UInt64 = 0
         _ = Glibc.read(descriptor.rawValue, &value, 8)
+    }
+}
+
+/// A one-shot `timerfd` on the monotonic clock: readable once it expires, until ``takeExpiry()``.
+public struct OneShotTimer: ~Copyable {
+    /// The descriptor to watch for readability.
+    public let descriptor: FileDescriptor
+
+    /// Creates a disarmed, non-blocking timer.
+    public init() throws(Errno) {
+        descriptor = FileDescriptor(
+            rawValue: try valueOrErrno { timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK) | Int32(TFD_CLOEXEC)) })
+    }
+
+    deinit { descriptor.close() }
+
+    /// Arms the timer to expire once, `milliseconds` from now (replacing an earlier arming).
+    public func arm(milliseconds: Int) {
+        var setting = itimerspec()
+        setting.it_value.tv_sec = milliseconds / 1000
+        setting.it_value.tv_nsec = (milliseconds % 1000) * 1_000_000
+        _ = timerfd_settime(descriptor.rawValue, 0, &setting, nil)
+    }
+
+    /// Whether the timer has expired since the last call; clears the expiry.
+    public func takeExpiry() -> Bool {
+        var expirations: UInt64 = 0
+        return Glibc.read(descriptor.rawValue, &expirations, 8) == 8
     }
 }
 

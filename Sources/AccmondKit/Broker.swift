@@ -19,6 +19,8 @@ final class Broker {
     private static let listenerToken: UInt64 = 0
     private static let wakeupToken: UInt64 = 1
     private static let signalToken: UInt64 = 2
+    /// Loop-driven sources get the tokens from here up to ``firstSessionNumber``.
+    private static let firstSourceToken: UInt64 = 3
     private static let firstSessionNumber: UInt64 = 16
     /// How long shutdown waits for clients to take the `shutdown` line.
     private static let shutdownGraceNanoseconds: UInt64 = 2_000_000_000
@@ -31,6 +33,9 @@ final class Broker {
     private let sink: EventSink
     private let signals: SignalDescriptor?
     private let simulated: SimulatedEventSource?
+    private let loopDrivenSources: [any LoopDrivenEventSource]
+    /// Reports the loop-driven sources returned this turn, published after the sink's.
+    private var loopDrivenReports: [SourceEvent] = []
     private let stopFlag: StopFlag
     private let codec = ProtocolCodec()
     private let startedAt = monotonicNanoseconds()
@@ -55,12 +60,15 @@ final class Broker {
 
     init(
         configuration: DaemonConfiguration, listener: FileDescriptor, sink: EventSink,
-        simulated: SimulatedEventSource?, stopFlag: StopFlag
+        simulated: SimulatedEventSource?, loopDrivenSources: [any LoopDrivenEventSource], stopFlag: StopFlag
     ) throws {
+        precondition(
+            loopDrivenSources.count <= Self.firstSessionNumber - Self.firstSourceToken, "too many loop-driven sources")
         self.configuration = configuration
         self.listener = listener
         self.sink = sink
         self.simulated = simulated
+        self.loopDrivenSources = loopDrivenSources
         self.stopFlag = stopFlag
         preserved = PreservedSessions(
             retentionSeconds: configuration.restoreRetentionSeconds,
@@ -78,6 +86,10 @@ final class Broker {
             poller = try Poller()
             try poller.add(listener, interest: .readable, token: Self.listenerToken)
             try poller.add(sink.wakeup.descriptor, interest: .readable, token: Self.wakeupToken)
+            for (index, source) in loopDrivenSources.enumerated() {
+                try poller.add(
+                    source.readinessDescriptor, interest: .readable, token: Self.firstSourceToken + UInt64(index))
+            }
             if configuration.handlesSignals {
                 let signals = try SignalDescriptor([SIGTERM, SIGINT, SIGHUP])
                 try poller.add(signals.descriptor, interest: .readable, token: Self.signalToken)
@@ -110,6 +122,8 @@ final class Broker {
                 case Self.listenerToken: acceptClients()
                 case Self.wakeupToken: sink.wakeup.drain()
                 case Self.signalToken: receiveSignals()
+                case Self.firstSourceToken..<Self.firstSessionNumber:
+                    loopDrivenReports += loopDrivenSources[Int(readiness.token - Self.firstSourceToken)].takeEvents()
                 default: serve(readiness)
                 }
             }
@@ -558,8 +572,12 @@ final class Broker {
     // MARK: Events
 
     /// Moves the sources' reports into the registry and queues the resulting events for subscribers.
+    ///
+    /// The sink's come first: they include the loop-driven sources' start-up enumerations.
     private func publishSourceEvents() {
-        for report in sink.take() {
+        let reports = sink.take() + loopDrivenReports
+        loopDrivenReports.removeAll(keepingCapacity: true)
+        for report in reports {
             let events: [AccessoryEvent]
             switch report {
             case .attached(let key, let accessory): events = registry.attach(key: key, accessory)

@@ -126,7 +126,7 @@ public final class Daemon: Sendable {
         }
         let broker = try Broker(
             configuration: brokerConfiguration, listener: listener, sink: sink, simulated: simulated,
-            stopFlag: stopFlag)
+            loopDrivenSources: sources.compactMap { $0 as? any LoopDrivenEventSource }, stopFlag: stopFlag)
         for source in sources {
             do {
                 try source.start(delivering: sink)

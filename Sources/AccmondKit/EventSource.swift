@@ -35,6 +35,19 @@ public protocol EventSource: AnyObject, Sendable {
     func stop()
 }
 
+/// A source that does its work on the broker loop's thread instead of a thread of its own, which saves a thread
+/// wake-up per event.
+///
+/// The loop watches ``readinessDescriptor`` and calls ``takeEvents()`` when it is readable. ``start(delivering:)``
+/// (called just before the loop starts, on the thread that becomes the loop), ``takeEvents()`` and ``stop()``
+/// (called after the loop ends) all run on that one thread, so the source's objects never change threads.
+public protocol LoopDrivenEventSource: EventSource {
+    /// Readable while the source has work for ``takeEvents()``.
+    var readinessDescriptor: FileDescriptor { get }
+    /// Does the pending work and returns the reports, in order. Must not block.
+    func takeEvents() -> [SourceEvent]
+}
+
 /// A source whose devices are plugged and unplugged by calls: in process by tests, and over the socket by
 /// `accmon simulate` when accmond runs with `--simulate`.
 public final class SimulatedEventSource: EventSource {

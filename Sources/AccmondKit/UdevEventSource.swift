@@ -5,76 +5,116 @@ import Synchronization
 
 /// The real event source: libudev's monitor on the `udev` netlink group plus a coldplug enumeration.
 ///
-/// Every libudev object lives on the source's own thread, from creation to unref; only ``SourceEvent`` values
-/// leave it. The monitor is opened before the enumeration, and both feed one ``DeviceTracker``, so a device that
-/// arrives during coldplug is announced once and one that leaves is not left behind. When the monitor fails
-/// (`ENOBUFS`: events were lost), it is reopened and a fresh enumeration is reconciled with what was reported.
-public final class UdevEventSource: EventSource {
+/// It runs on the broker loop's thread (``LoopDrivenEventSource``): the loop watches an epoll descriptor of the
+/// source's own, which holds the monitor's socket and a retry timer, and calls ``takeEvents()`` when it is readable.
+/// So every libudev object lives on that one thread, from creation to unref, and an event costs no thread hand-off
+/// between the monitor and the clients. The monitor is opened before the coldplug enumeration, and both feed one
+/// ``DeviceTracker``, so a device that arrives during coldplug is announced once and one that leaves is not left
+/// behind. When the monitor fails (`ENOBUFS`: events were lost), it is reopened and a fresh enumeration is reconciled
+/// with what was reported; when reopening fails, it is retried every second.
+public final class UdevEventSource: LoopDrivenEventSource {
     public let name = "udev"
     /// Every key of this source is a sysfs path.
     static let keyPrefix = "/sys/"
+    private static let reopenDelayMilliseconds = 1000
+    private static let monitorToken: UInt64 = 0
+    private static let timerToken: UInt64 = 1
+
+    /// What the loop thread owns. The mutex is never contended (one thread uses it); it makes the source `Sendable`.
+    private struct LoopState: ~Copyable {
+        var readiness: Poller
+        var reopenTimer: OneShotTimer
+        var tracker = DeviceTracker()
+        /// `nil` before ``start(delivering:)``, after ``stop()``, and while a reopen waits for its retry.
+        var connection: (context: UdevContext, monitor: UdevMonitor)?
+    }
+
+    public let readinessDescriptor: FileDescriptor
     private let logger: Logger
-    private let stopWakeup: WakeupEvent
-    private let stopping = Atomic<Bool>(false)
     private let receiveBufferBytes: Int32 = 8 << 20
+    private let state: Mutex<LoopState>
 
     /// Creates the source; nothing touches libudev until ``start(delivering:)``.
-    public init(logger: Logger) throws {
+    public init(logger: Logger) throws(Errno) {
         self.logger = logger
-        stopWakeup = try WakeupEvent()
+        let readiness = try Poller(capacity: 2)
+        let reopenTimer = try OneShotTimer()
+        try readiness.add(reopenTimer.descriptor, interest: .readable, token: Self.timerToken)
+        readinessDescriptor = readiness.descriptor
+        state = Mutex(LoopState(readiness: readiness, reopenTimer: reopenTimer))
     }
 
+    /// Opens the monitor and delivers the coldplug: the devices present, then the inventory of their keys.
     public func start(delivering sink: EventSink) throws {
-        let started = Mutex<Result<Void, UdevError>?>(nil)
-        let ready = try BlockingSignal()
-        try startThread(name: "accmond-udev") { [self] in
-            run(sink: sink) { result in
-                started.withLock { $0 = result }
-                ready.signal()
+        try state.withLock { (state) throws(UdevError) in
+            let connection = try open(watchingWith: state.readiness)
+            state.connection = connection
+            sink.deliver(try coldplug(connection.context, into: &state.tracker, reconciling: false))
+        }
+    }
+
+    /// Receives the pending monitor events (or retries a failed reopen) and returns the reports.
+    public func takeEvents() -> [SourceEvent] {
+        state.withLock { state in
+            guard let monitor = state.connection?.monitor else {
+                return state.reopenTimer.takeExpiry() ? reopen(&state) : []
             }
-        }
-        ready.wait()
-        if case .failure(let error) = started.withLock({ $0 }) { throw error }
-    }
-
-    public func stop() {
-        stopping.store(true, ordering: .sequentiallyConsistent)
-        stopWakeup.signal()
-    }
-
-    /// The udev thread: open, coldplug, then follow events until stopped.
-    private func run(sink: EventSink, reportStart: (Result<Void, UdevError>) -> Void) {
-        var tracker = DeviceTracker()
-        var session: (context: UdevContext, monitor: UdevMonitor)
-        do {
-            session = try open()
-            sink.deliver(try coldplug(session.context, into: &tracker, reconciling: false))
-            reportStart(.success(()))
-        } catch {
-            reportStart(.failure(error))
-            return
-        }
-        while !stopping.load(ordering: .sequentiallyConsistent) {
+            var events: [SourceEvent] = []
             do {
-                try follow(session.monitor, into: &tracker, sink: sink)
+                while let device = try monitor.receive() {
+                    events += apply(device.record(), to: &state.tracker)
+                }
             } catch {
                 logger.error("udev monitor lost: \(error); reopening it and re-enumerating")
-                do {
-                    session = try open()
-                    sink.deliver(try coldplug(session.context, into: &tracker, reconciling: true))
-                } catch {
-                    logger.error("udev: cannot reopen the monitor: \(error); retrying in 1 s")
-                    sleepUnlessStopped(milliseconds: 1000)
-                }
+                events += reopen(&state)
             }
+            return events
         }
     }
 
-    private func open() throws(UdevError) -> (context: UdevContext, monitor: UdevMonitor) {
+    /// Frees every libudev object, on the loop's thread.
+    public func stop() {
+        state.withLock { state in
+            if let monitor = state.connection?.monitor { state.readiness.remove(monitor.descriptor) }
+            state.connection = nil
+        }
+    }
+
+    /// Opens a fresh context and monitor, and watches the monitor's socket.
+    private func open(watchingWith readiness: borrowing Poller) throws(UdevError)
+        -> (context: UdevContext, monitor: UdevMonitor)
+    {
         let context = try UdevContext()
         let monitor = try UdevMonitor(
             context: context, subsystems: watchedSubsystems, receiveBufferBytes: receiveBufferBytes)
+        do {
+            try readiness.add(monitor.descriptor, interest: .readable, token: Self.monitorToken)
+        } catch {
+            throw UdevError(operation: "epoll_ctl", object: "udev", errno: error)
+        }
         return (context, monitor)
+    }
+
+    /// Replaces a failed monitor and reconciles a fresh enumeration; on failure, arms the retry timer.
+    private func reopen(_ state: inout LoopState) -> [SourceEvent] {
+        if let monitor = state.connection?.monitor { state.readiness.remove(monitor.descriptor) }
+        state.connection = nil
+        do {
+            let connection = try open(watchingWith: state.readiness)
+            do {
+                let events = try coldplug(connection.context, into: &state.tracker, reconciling: true)
+                state.connection = connection
+                return events
+            } catch {
+                state.readiness.remove(connection.monitor.descriptor)
+                throw error
+            }
+        } catch {
+            logger.error(
+                "udev: cannot reopen the monitor: \(error); retrying in \(Self.reopenDelayMilliseconds / 1000) s")
+            state.reopenTimer.arm(milliseconds: Self.reopenDelayMilliseconds)
+            return []
+        }
     }
 
     /// Enumerates the devices present; returns the reports (all of them, or the net changes when reconciling).
@@ -96,35 +136,6 @@ public final class UdevEventSource: EventSource {
         return events + [.inventory(keyPrefix: Self.keyPrefix, keys: tracker.attachedKeys)]
     }
 
-    /// Waits for monitor events and delivers them, until stopped or the monitor fails.
-    private func follow(_ monitor: UdevMonitor, into tracker: inout DeviceTracker, sink: EventSink) throws(UdevError) {
-        var poller = try Self.poller(watching: [monitor.descriptor, stopWakeup.descriptor])
-        while !stopping.load(ordering: .sequentiallyConsistent) {
-            do {
-                _ = try poller.wait(timeoutMilliseconds: -1)
-            } catch {
-                throw UdevError(operation: "epoll_wait", object: "", errno: error)
-            }
-            var events: [SourceEvent] = []
-            while let device = try monitor.receive() {
-                events += apply(device.record(), to: &tracker)
-            }
-            if !events.isEmpty { sink.deliver(events) }
-        }
-    }
-
-    private static func poller(watching descriptors: [FileDescriptor]) throws(UdevError) -> Poller {
-        do throws(Errno) {
-            let poller = try Poller(capacity: 4)
-            for (token, descriptor) in descriptors.enumerated() {
-                try poller.add(descriptor, interest: .readable, token: UInt64(token))
-            }
-            return poller
-        } catch {
-            throw UdevError(operation: "epoll", object: "", errno: error)
-        }
-    }
-
     private func apply(_ record: DeviceRecord, to tracker: inout DeviceTracker) -> [SourceEvent] {
         let (events, skipped) = tracker.apply(record)
         let action = record.action.isEmpty ? "present" : record.action
@@ -137,11 +148,5 @@ public final class UdevEventSource: EventSource {
             break
         }
         return events
-    }
-
-    private func sleepUnlessStopped(milliseconds: Int32) {
-        guard var poller = try? Poller(capacity: 1) else { return }  // try?: without a poller, do not wait
-        try? poller.add(stopWakeup.descriptor, interest: .readable, token: 0)  // try?: a plain sleep is fine too
-        _ = try? poller.wait(timeoutMilliseconds: milliseconds)  // try?: an interrupted wait just retries sooner
     }
 }
