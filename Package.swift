@@ -50,7 +50,8 @@ let package = Package(
         .testTarget(
             name: "AccmonCoreTests", dependencies: ["AccmonCore", "AccmonTestSupport"], swiftSettings: strictSettings),
         .testTarget(
-            name: "AccmonUdevTests", dependencies: ["AccmonClient", "AccmonCore", "AccmonTestSupport"],
+            name: "AccmonUdevTests",
+            dependencies: ["AccmonClient", "AccmonCore", "AccmonCrypto", "AccmonUdev", "AccmonTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "AccmonManifestTests", dependencies: ["AccmonClient", "AccmonCrypto", "AccmonTestSupport"],

@@ -1,0 +1,54 @@
+import AccmonCrypto
+import AccmonTestSupport
+import Foundation
+import Testing
+
+@testable import AccmonUdev
+
+/// accmond reads a device's sysfs attributes itself (one `openat` each) instead of through libudev's accessor; the
+/// values must be what libudev gives. The udev suites check the whole path under umockdev; these pin the edge cases
+/// on plain files, which is what sysfs attributes look like to `open` and `read`.
+@Suite("sysfs attributes read from the device's directory")
+struct SysfsDirectoryTests {
+    @Test func valuesLoseTrailingNewlinesAndStopAtTheFirstNUL() throws {
+        let directory = try TemporaryDirectory()
+        try Data("1209\n".utf8).write(to: URL(fileURLWithPath: directory.file("idVendor")))
+        try Data("Big Board \r\n\n".utf8).write(to: URL(fileURLWithPath: directory.file("product")))
+        try Data([0x41, 0x42, 0x00, 0x43, 0x0A]).write(to: URL(fileURLWithPath: directory.file("serial")))
+        try Data([0x66, 0xFF, 0x6F]).write(to: URL(fileURLWithPath: directory.file("manufacturer")))
+        try Data().write(to: URL(fileURLWithPath: directory.file("removable")))
+        let sysfs = try #require(SysfsDirectory(directory.path))
+        #expect(
+            sysfs.attributes(["idVendor", "product", "serial", "manufacturer", "removable", "missing"]) == [
+                "idVendor": "1209", "product": "Big Board ", "serial": "AB", "manufacturer": "f\u{FFFD}o",
+                "removable": "",
+            ])
+    }
+
+    @Test func aPageAtMostAndNeitherSymlinksNorDirectories() throws {
+        let directory = try TemporaryDirectory()
+        try Data(String(repeating: "x", count: 10_000).utf8).write(to: URL(fileURLWithPath: directory.file("long")))
+        try FileManager.default.createSymbolicLink(atPath: directory.file("link"), withDestinationPath: "long")
+        try FileManager.default.createDirectory(atPath: directory.file("power"), withIntermediateDirectories: false)
+        let sysfs = try #require(SysfsDirectory(directory.path))
+        #expect(sysfs.text("long")?.utf8.count == 4096)
+        #expect(sysfs.text("link") == nil)
+        #expect(sysfs.text("power") == nil)
+        #expect(SysfsDirectory(directory.file("gone")) == nil)
+        #expect(SysfsDirectory(directory.file("long")) == nil)
+    }
+
+    @Test func theDescriptorsHashCoversEveryByte() throws {
+        let directory = try TemporaryDirectory()
+        var bytes: [UInt8] = []
+        var random = SplitMix64(seed: 7)
+        for _ in 0..<9_000 { bytes.append(UInt8(truncatingIfNeeded: random.next())) }
+        bytes[3] = 0  // binary: a NUL must not end it
+        try Data(bytes).write(to: URL(fileURLWithPath: directory.file("descriptors")))
+        let sysfs = try #require(SysfsDirectory(directory.path))
+        #expect(sysfs.descriptorsHash() == (try SHA256.hexDigest(bytes)))
+        #expect(try #require(SysfsDirectory(directory.file("."))).descriptorsHash() == sysfs.descriptorsHash())
+        try FileManager.default.removeItem(atPath: directory.file("descriptors"))
+        #expect(sysfs.descriptorsHash() == "")
+    }
+}
