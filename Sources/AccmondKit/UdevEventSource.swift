@@ -81,7 +81,9 @@ public final class UdevEventSource: LoopDrivenEventSource {
     }
 
     /// Opens a fresh context and monitor, and watches the monitor's socket.
-    private func open(watchingWith readiness: borrowing Poller) throws(UdevError)
+    private func open(
+        watchingWith readiness: borrowing Poller
+    ) throws(UdevError)
         -> (context: UdevContext, monitor: UdevMonitor)
     {
         let context = try UdevContext()
