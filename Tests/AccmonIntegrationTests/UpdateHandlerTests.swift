@@ -167,15 +167,22 @@ struct UpdateHandlerTests {
         let client = bag.add(try await daemon.connect("handler"))
         let updates = Updates()
         let first = try await client.subscribe { updates.record($0) }
+        // Cancelling a wait ends the wait, not the subscription.
+        let cancelledWait = Task { try await first.waitForEnd() }
+        cancelledWait.cancel()
+        try await cancelledWait.value
+        _ = try await driver.simulateConnect(Accessory(kind: .usb, name: "while subscribed"))
+        #expect(await eventually { updates.all.count == 2 }, "\(updates.all)")
+
         try await client.unsubscribe()
         try await first.waitForEnd()
         _ = try await driver.simulateConnect(Accessory(kind: .usb, name: "after unsubscribe"))
         _ = try await client.status()  // a round trip: the event, had it been sent, would have come before this reply
-        #expect(updates.all.count == 1, "updates after unsubscribe: \(updates.all)")
+        #expect(updates.all.count == 2, "updates after unsubscribe: \(updates.all)")
 
         // The connection subscribes again, with the accessory plugged meanwhile in the snapshot; then it is closed.
         let second = try await client.subscribe { updates.record($0) }
-        #expect(second.snapshot.accessories.map(\.name) == ["after unsubscribe"])
+        #expect(second.snapshot.accessories.map(\.name) == ["while subscribed", "after unsubscribe"])
         client.close()
         try await second.waitForEnd()
     }
