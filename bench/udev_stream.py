@@ -2,15 +2,15 @@
 """Delivery latency and burst throughput through a umockdev testbed, next to `udevadm monitor --udev`.
 
 One testbed, one stream of libudev-format uevents from bench/tools/uevent_blast.c, sent to every listener in the
-same run: accmond (whose events go to `accmon watch --json` and to the AccmonClient bench app) and
-`udevadm monitor --udev`. Every receiver's output goes through bench/tools/stamp.c, which times each line as it is
+same run: accmond (whose events go to `accmon watch --json` and to the AccmonClient bench app, once through its
+async sequence and once through a handler on the reader thread) and `udevadm monitor --udev`. Every receiver's output goes through bench/tools/stamp.c, which times each line as it is
 read. The sender keeps the send times; receivers are matched to them by the serial number accmond forwards and by
 (devpath, action, occurrence) for udevadm.
 
   latency: paced events (one every --interval-us); per receiver p50/p95/p99 of receive time - send time.
   burst:   N events back to back; per receiver events/s (received / (last line - first send)), events lost, and
            CPU per event (user + system time of the processes, /proc/PID/stat, during the burst). The AccmonClient
-           app leaves before the bursts: they go to `accmon watch --json` (through accmond) and udevadm only.
+           apps leave before the bursts: they go to `accmon watch --json` (through accmond) and udevadm only.
 
 Prints one JSON line per measurement and repeat, then a summary line per measurement with the medians over repeats
 and the ratios against udevadm monitor. Re-executes itself in a private network namespace (datagram queue length
@@ -225,11 +225,17 @@ try:
         raise SystemExit("udev_stream: udevadm and accmond share a monitor socket path")
     watch, watch_path = stamped([os.path.join(options.bin_dir, "accmon"), "--socket", socket_path, "watch", "--json"],
                                 "watch", plain_env)
+    # The AccmonClient app twice: events through the async sequence (`for try await`), and through a handler on the
+    # connection's reader thread (`--handler`).
     client, client_path = stamped(options.client_prefix.split() + [options.client, socket_path], "client", plain_env)
-    wait_for(lambda: os.path.getsize(watch_path) > 0 and os.path.getsize(client_path) > 0, 15, "subscribers")
+    handler_client, handler_client_path = stamped(
+        options.client_prefix.split() + [options.client, socket_path, "--handler"], "client-handler", plain_env)
+    wait_for(lambda: all(os.path.getsize(path) > 0 for path in (watch_path, client_path, handler_client_path)), 15,
+             "subscribers")
     receivers = {
         "accmon-watch": (Follower(watch_path), parse_watch, accmond_socket),
         "accmon-client": (Follower(client_path), parse_client, accmond_socket),
+        "accmon-client-handler": (Follower(handler_client_path), parse_client, accmond_socket),
         "udevadm-monitor": (Follower(udevadm_path), parse_udevadm, udevadm_socket),
     }
     listeners = [accmond_socket, udevadm_socket]
@@ -291,10 +297,11 @@ try:
                           "p99_us": round(percentile(latencies, 0.99), 1), "max_us": round(max(latencies), 1)}
                 emit(record)
                 summary.setdefault(("latency", options.latency_events, name), []).append(record)
-    # Bursts go to `accmon watch` alone (and udevadm): the AccmonClient app leaves, so that it takes no CPU from them.
-    client.terminate()
-    client.wait()
-    del receivers["accmon-client"]
+    # Bursts go to `accmon watch` alone (and udevadm): the AccmonClient apps leave, so that they take no CPU from them.
+    for name, app in (("accmon-client", client), ("accmon-client-handler", handler_client)):
+        app.terminate()
+        app.wait()
+        del receivers[name]
     time.sleep(0.5)
     if options.only in (None, "burst"):
         for repeat in range(options.repeats):

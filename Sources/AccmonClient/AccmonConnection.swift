@@ -153,10 +153,68 @@ public final class AccmonConnection: Sendable {
         return AccessorySubscription(snapshot: snapshot, pushes: pushes, channel: channel)
     }
 
-    /// Ends the subscription; its event sequence finishes.
+    /// Subscribes, handing the snapshot and then each live event to `handler` on the connection's reader thread.
+    ///
+    /// This is the low-latency form of ``subscribe(_:includeRejected:)``, after NotificationCenter's
+    /// `addObserver(forName:object:queue:using:)` with no queue: each event reaches the handler on the thread that
+    /// read it from the socket, with no hop to another thread. The handler's first update is the snapshot, then come
+    /// the events in order; no accessory is missing from or repeated between them. The snapshot reaches the handler
+    /// before this method returns.
+    ///
+    /// ```swift
+    /// let observation = try await connection.subscribe(AccessoryFilter(kind: .serial)) { update in
+    ///     switch update {
+    ///     case .snapshot(let snapshot): model.replace(with: snapshot.accessories)
+    ///     case .event(let event): model.apply(event)
+    ///     }
+    /// }
+    /// try await observation.waitForEnd()
+    /// ```
+    ///
+    /// - Important: The handler runs on the connection's reader thread, one update at a time: while it runs, nothing
+    ///   else of this connection is read, replies to requests included. Keep it short, never block in it, and never
+    ///   wait in it for a request on the same connection.
+    /// - Parameters:
+    ///   - filter: which accessories.
+    ///   - includeRejected: also the accessories the manifest rejected, as in ``subscribe(_:includeRejected:)``.
+    ///   - handler: gets the snapshot, then each event.
+    /// - Returns: the subscription, to register disconnect handlers and to wait for its end.
+    /// - Throws: ``AccmonError`` when the daemon refuses (for example when already subscribed) or is gone.
+    public func subscribe(
+        _ filter: AccessoryFilter = .all, includeRejected: Bool = false,
+        onUpdate handler: @escaping @Sendable (SubscriptionUpdate) -> Void
+    ) async throws(AccmonError) -> AccessoryObservation {
+        try await subscribe(filter, includeRejected: includeRejected, onUpdate: { update, _ in handler(update) })
+    }
+
+    /// Subscribes like ``subscribe(_:includeRejected:onUpdate:)``, also handing the handler each event's line as the
+    /// daemon wrote it (without its newline) and calling `afterRead` once the updates from one read of the socket have
+    /// been handed over, so that a consumer can write the output of several events at once (`accmon watch`).
+    package func subscribe(
+        _ filter: AccessoryFilter, includeRejected: Bool,
+        onUpdate handler: @escaping @Sendable (SubscriptionUpdate, _ eventLine: [UInt8]) -> Void,
+        afterRead: (@Sendable () -> Void)? = nil
+    ) async throws(AccmonError) -> AccessoryObservation {
+        let end = SubscriptionEnd()
+        channel.openObserver(Channel.Observer(update: handler, afterRead: afterRead, end: end))
+        let reply: ServerMessage
+        do {
+            reply = try await channel.request(.subscribe(filter, includeRejected: includeRejected))
+        } catch {
+            channel.finishSubscription(throwing: error)
+            throw error
+        }
+        guard case .snapshot(_, let snapshot) = reply else {
+            channel.finishSubscription(throwing: nil)
+            throw AccmonError(.invalidResponse, "accmon: subscribe: unexpected reply from accmond")
+        }
+        return AccessoryObservation(snapshot: snapshot, channel: channel, end: end)
+    }
+
+    /// Ends the subscription; its event sequence finishes, or its handler gets no more updates.
     public func unsubscribe() async throws(AccmonError) {
         _ = try await channel.request(.unsubscribe)
-        channel.finishPushStream(throwing: nil)
+        channel.finishSubscription(throwing: nil)
     }
 
     /// Suspends the subscription: the daemon holds events and coalesces them (a connect and disconnect of the same

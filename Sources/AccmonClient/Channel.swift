@@ -3,7 +3,20 @@ import AccmonSys
 import Synchronization
 
 /// The socket under an ``AccmonConnection``: writes requests, and reads replies and events on a thread of its own.
+///
+/// A subscription's events go either to a push stream (``AccessorySubscription``, ``AccmonSession``) or to an
+/// ``Observer`` called on the reader thread (``AccessoryObservation``).
 final class Channel: Sendable {
+    /// A subscription's handler, called on the reader thread.
+    struct Observer: Sendable {
+        /// Gets each update, with an event's line as the daemon wrote it (without its newline; empty for the snapshot).
+        var update: @Sendable (SubscriptionUpdate, _ eventLine: [UInt8]) -> Void
+        /// Called once the updates from one read of the socket have been handed over.
+        var afterRead: (@Sendable () -> Void)?
+        /// Finished when the subscription ends.
+        var end: SubscriptionEnd
+    }
+
     /// Replies and events may be large (a snapshot of many accessories): accept long lines from the daemon.
     private static let maximumIncomingLine = 64 << 20
 
@@ -12,6 +25,9 @@ final class Channel: Sendable {
         var nextRequestID: Int64 = 1
         var pending: [Int64: Reply] = [:]
         var pushes: AsyncThrowingStream<Push, any Error>.Continuation?
+        var observer: Observer?
+        /// Whether the observer is still to get the snapshot that answers its `subscribe`.
+        var observerAwaitsSnapshot = false
         /// Connections the subscription knows as connected, for disconnect handlers.
         var connected: Set<ConnectionID> = []
         var disconnectHandlers: [ConnectionID: [@Sendable (Accessory) -> Void]] = [:]
@@ -65,32 +81,58 @@ final class Channel: Sendable {
         return message
     }
 
-    /// Opens the stream that events (and a restore's messages) go to; call before sending `subscribe` or a `hello`
-    /// with a restore id, so that none can be missed.
+    /// Opens the stream that events (and a restore's messages) go to, ending any previous subscription; call before
+    /// sending `subscribe` or a `hello` with a restore id, so that none can be missed.
     func openPushStream() -> AsyncThrowingStream<Push, any Error> {
         let (stream, continuation) = AsyncThrowingStream<Push, any Error>.makeStream()
-        let ended = state.withLock { state -> AccmonError? in
-            if state.ended == nil {
-                state.pushes?.finish()
-                state.pushes = continuation
-                state.connected = []
-            }
-            return state.ended
-        }
-        if let ended { continuation.finish(throwing: ended) }
+        if let ended = replaceSubscription(with: { $0.pushes = continuation }) { continuation.finish(throwing: ended) }
         return stream
     }
 
-    /// Finishes the push stream (after `unsubscribe`).
-    func finishPushStream(throwing error: AccmonError?) {
-        let continuation = state.withLock { state in
+    /// Makes `observer` the receiver of the snapshot that answers the next `subscribe` and of the events after it,
+    /// ending any previous subscription; call before sending `subscribe`.
+    func openObserver(_ observer: Observer) {
+        let ended = replaceSubscription { state in
+            state.observer = observer
+            state.observerAwaitsSnapshot = true
+        }
+        if let ended { observer.end.finish(throwing: ended) }
+    }
+
+    /// Ends the current subscription and installs a new receiver with `install`; returns the connection's end instead
+    /// when it has ended.
+    private func replaceSubscription(with install: (inout State) -> Void) -> AccmonError? {
+        typealias Replaced = (
+            ended: AccmonError?, pushes: AsyncThrowingStream<Push, any Error>.Continuation?, observer: Observer?
+        )
+        let (ended, pushes, observer) = state.withLock { state -> Replaced in
+            guard state.ended == nil else { return (state.ended, nil, nil) }
             defer {
                 state.pushes = nil
+                state.observer = nil
+                state.observerAwaitsSnapshot = false
+                state.connected = []
+                install(&state)
+            }
+            return (nil, state.pushes, state.observer)
+        }
+        pushes?.finish()
+        observer?.end.finish(throwing: nil)
+        return ended
+    }
+
+    /// Ends the subscription, the push stream or the observer (after `unsubscribe`, or a failed `subscribe`).
+    func finishSubscription(throwing error: AccmonError?) {
+        let (pushes, observer) = state.withLock { state in
+            defer {
+                state.pushes = nil
+                state.observer = nil
                 state.disconnectHandlers = [:]
             }
-            return state.pushes
+            return (state.pushes, state.observer)
         }
-        continuation?.finish(throwing: error)
+        pushes?.finish(throwing: error)
+        observer?.end.finish(throwing: error)
     }
 
     /// Runs `handler` once when `connectionID` disconnects; at once if it is not connected now.
@@ -136,7 +178,7 @@ final class Channel: Sendable {
         let codec = ProtocolCodec()
         var buffer = [UInt8](repeating: 0, count: 65_536)
         var endError = AccmonError(.connectionClosed, "accmon: accmond closed the connection")
-        reading: while true {
+        while true {
             let result = buffer.withUnsafeMutableBytes { raw in
                 Result { () throws(Errno) -> Int in try descriptor.read(into: raw) }
             }
@@ -146,44 +188,70 @@ final class Channel: Sendable {
                 }
                 break
             }
+            var stop: AccmonError?
             for item in framer.append(buffer[0..<count]) {
                 guard case .line(let line) = item else { continue }  // lines longer than 64 MiB cannot come from accmond
-                do throws(ProtocolError) {
-                    let message = try codec.decodeServerMessage(line)
-                    if case .shutdown(let reason) = message {
-                        endError = AccmonError(.daemonStopped, "accmon: accmond stopped: \(reason)")
-                        break reading
-                    }
-                    dispatch(message)
-                } catch {
-                    endError = AccmonError(
-                        .invalidResponse, "accmon: accmond sent an unreadable line: \(error.message)")
-                    break reading
-                }
+                stop = handle(line, codec)
+                if stop != nil { break }
+            }
+            state.withLock { $0.observer?.afterRead }?()
+            if let stop {
+                endError = stop
+                break
             }
         }
         descriptor.close()
         end(endError)
     }
 
+    /// Decodes and dispatches one line; returns the error that ends the connection when the line does.
+    private func handle(_ line: [UInt8], _ codec: ProtocolCodec) -> AccmonError? {
+        // Event lines are nearly all the traffic: read the daemon's canonical form directly, and anything else (or
+        // an event line from a daemon that writes another form) with the codec.
+        if let event = EventLineReader.event(line) {
+            dispatch(event, line: line)
+            return nil
+        }
+        let message: ServerMessage
+        do throws(ProtocolError) {
+            message = try codec.decodeServerMessage(line)
+        } catch {
+            return AccmonError(.invalidResponse, "accmon: accmond sent an unreadable line: \(error.message)")
+        }
+        switch message {
+        case .shutdown(let reason):
+            return AccmonError(.daemonStopped, "accmon: accmond stopped: \(reason)")
+        case .event(let event):
+            dispatch(event, line: Array(codec.encode(message).dropLast()))
+        default:
+            dispatch(message)
+        }
+        return nil
+    }
+
+    /// Hands an event on; `line` is its line as ``ProtocolCodec`` encodes it, without the newline.
+    private func dispatch(_ event: AccessoryEvent, line: [UInt8]) {
+        let (handlers, observer) = state.withLock { state -> ([@Sendable (Accessory) -> Void], Observer?) in
+            let id = event.accessory.connectionID
+            switch event.change {
+            case .connect:
+                state.connected.insert(id)
+                return ([], state.observer)
+            case .disconnect:
+                state.connected.remove(id)
+                return (state.disconnectHandlers.removeValue(forKey: id) ?? [], state.observer)
+            }
+        }
+        // Handlers first, outside the lock (they may call onDisconnect): as documented, a disconnect handler has run by
+        // the time the event reaches the consumer.
+        for handler in handlers { handler(event.accessory) }
+        state.withLock { _ = $0.pushes?.yield(.event(event)) }
+        observer?.update(.event(event), line)
+    }
+
+    /// Hands on a message other than an event or `shutdown`.
     private func dispatch(_ message: ServerMessage) {
         switch message {
-        case .event(let event):
-            let handlers = state.withLock { state -> [@Sendable (Accessory) -> Void] in
-                let id = event.accessory.connectionID
-                switch event.change {
-                case .connect:
-                    state.connected.insert(id)
-                    return []
-                case .disconnect:
-                    state.connected.remove(id)
-                    return state.disconnectHandlers.removeValue(forKey: id) ?? []
-                }
-            }
-            // Handlers first, outside the lock (they may call onDisconnect): as documented, a disconnect handler has
-            // run by the time the event reaches the consumer.
-            for handler in handlers { handler(event.accessory) }
-            state.withLock { _ = $0.pushes?.yield(.event(event)) }
         case .restore(let restored):
             state.withLock { state in
                 state.connected = Set(restored.accessories.map(\.connectionID))
@@ -192,37 +260,48 @@ final class Channel: Sendable {
         case .restored(let sequence):
             state.withLock { _ = $0.pushes?.yield(.restored(sequence)) }
         case .error(nil, let error):
-            // An error not tied to a request (the daemon could not read a line of ours): it ends the stream.
-            finishPushStream(
+            // An error not tied to a request (the daemon could not read a line of ours): it ends the subscription.
+            finishSubscription(
                 throwing: AccmonError(
                     .requestFailed, "accmon: accmond: \(error.message) (\(error.code))", protocolError: error))
         default:
             guard case .number(let id)? = message.requestID else { return }
-            let reply = state.withLock { state -> Reply? in
+            let (reply, snapshotObserver) = state.withLock { state -> (Reply?, Observer?) in
+                var snapshotObserver: Observer?
                 if case .snapshot(_, let snapshot) = message {
                     state.connected = Set(snapshot.accessories.map(\.connectionID))
+                    if state.observerAwaitsSnapshot {
+                        state.observerAwaitsSnapshot = false
+                        snapshotObserver = state.observer
+                    }
                 }
-                return state.pending.removeValue(forKey: id)
+                return (state.pending.removeValue(forKey: id), snapshotObserver)
+            }
+            // The observer gets the snapshot here, on the reader thread, before any event that follows it.
+            if let snapshotObserver, case .snapshot(_, let snapshot) = message {
+                snapshotObserver.update(.snapshot(snapshot), [])
             }
             reply?.resume(returning: .success(message))
         }
     }
 
     private func end(_ error: AccmonError) {
-        let (pending, pushes, closedByUser, waiters) = state.withLock { state in
+        let (pending, pushes, observer, closedByUser, waiters) = state.withLock { state in
             state.ended =
                 state.closedByUser ? AccmonError(.connectionClosed, "accmon: the connection was closed") : error
             defer {
                 state.pending = [:]
                 state.pushes = nil
+                state.observer = nil
                 state.disconnectHandlers = [:]
             }
             defer { state.endWaiters = [] }
-            return (state.pending, state.pushes, state.closedByUser, state.endWaiters)
+            return (state.pending, state.pushes, state.observer, state.closedByUser, state.endWaiters)
         }
         let failure = closedByUser ? AccmonError(.connectionClosed, "accmon: the connection was closed") : error
         for reply in pending.values { reply.resume(returning: .failure(failure)) }
         pushes?.finish(throwing: closedByUser ? nil : error)
+        observer?.end.finish(throwing: closedByUser ? nil : error)
         for waiter in waiters { waiter.resume() }
     }
 }

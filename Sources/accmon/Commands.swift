@@ -1,6 +1,7 @@
 import AccmonClient
 import AccmonCore
 import Glibc
+import Synchronization
 
 /// A subcommand: parsed completely before anything connects to the daemon.
 protocol Command {
@@ -107,33 +108,59 @@ struct WatchCommand: Command {
             return
         }
         let connection = try await common.connect()
-        let subscription = try await connection.subscribe(filter, includeRejected: all)
-        let style = Style.standardOutput
-        let codec = ProtocolCodec()
-        if json {
-            writeOut(String(decoding: codec.encode(.snapshot(id: nil, subscription.snapshot)), as: UTF8.self))
-        } else {
-            for accessory in subscription.snapshot.accessories {
-                writeOut(
-                    humanLine(
-                        "present", accessory, rejection: subscription.snapshot.rejected[accessory.connectionID],
-                        style: style))
-            }
-        }
-        do {
-            for try await event in subscription {
-                if json {
-                    writeOut(String(decoding: codec.encode(.event(event)), as: UTF8.self))
-                } else {
-                    writeOut(
-                        humanLine(event.change.rawValue, event.accessory, rejection: event.rejection, style: style))
+        // Printed on the connection's reader thread as each read of the socket is handled: no hop to another thread.
+        let printer = WatchPrinter(json: json, style: .standardOutput)
+        let observation = try await connection.subscribe(
+            filter, includeRejected: all, onUpdate: { update, eventLine in printer.add(update, eventLine: eventLine) },
+            afterRead: { printer.flush() })
+        try await observation.waitForEnd()
+    }
+}
+
+/// Collects what `accmon watch` prints for the updates of one read of the socket, and writes it with one write.
+final class WatchPrinter: Sendable {
+    private let json: Bool
+    private let style: Style
+    private let pending = Mutex<[UInt8]>([])
+
+    init(json: Bool, style: Style) {
+        self.json = json
+        self.style = style
+    }
+
+    /// Adds the lines for `update`; `eventLine` is an event's line as the daemon wrote it.
+    func add(_ update: SubscriptionUpdate, eventLine: [UInt8]) {
+        switch update {
+        case .snapshot(let snapshot):
+            if json {
+                pending.withLock { $0 += ProtocolCodec().encode(.snapshot(id: nil, snapshot)) }
+            } else {
+                let lines = snapshot.accessories.map { accessory in
+                    humanLine("present", accessory, rejection: snapshot.rejected[accessory.connectionID], style: style)
                 }
+                pending.withLock { $0 += Array(lines.joined().utf8) }
             }
-        } catch let error as AccmonError {
-            throw error
-        } catch {
-            throw AccmonError(.connectionClosed, "accmon: watch: \(error)")
+        case .event(let event):
+            if json {
+                // The daemon's line is what ProtocolCodec encodes for the event: print it as received.
+                pending.withLock {
+                    $0 += eventLine
+                    $0.append(UInt8(ascii: "\n"))
+                }
+            } else {
+                let line = humanLine(event.change.rawValue, event.accessory, rejection: event.rejection, style: style)
+                pending.withLock { $0 += Array(line.utf8) }
+            }
         }
+    }
+
+    /// Writes what was added since the last flush.
+    func flush() {
+        let bytes = pending.withLock { pending in
+            defer { pending.removeAll(keepingCapacity: true) }
+            return pending
+        }
+        if !bytes.isEmpty { writeOut(bytes) }
     }
 }
 

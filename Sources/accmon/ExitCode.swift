@@ -33,6 +33,10 @@ func writeOut(_ text: String) {
     try? FileDescriptor.standardOutput.writeAll(text.utf8)  // try?: a closed stdout (a pipe to head) ends us anyway
 }
 
+func writeOut(_ bytes: [UInt8]) {
+    try? FileDescriptor.standardOutput.writeAll(bytes)  // try?: as for text
+}
+
 func writeError(_ text: String) {
     try? FileDescriptor.standardError.writeAll(text.utf8)  // try?: nowhere left to report it
 }

@@ -1,4 +1,5 @@
 import AccmonCore
+import AccmonTestSupport
 
 /// Sample values shared by the core tests.
 enum Fixtures {
@@ -40,4 +41,34 @@ enum Fixtures {
         AccessoryFilter(protocolString: "com.ftdi.uart"),
         AccessoryFilter(kind: .serial, vendorID: "403", productID: "60aF", protocolString: "org.accmon.serial"),
     ]
+
+    /// Characters that strings on the wire must survive: every control character, the JSON specials, DEL, non-ASCII
+    /// (U+2028 and an emoji among them), and plain ones.
+    private static let awkwardAlphabet: [Unicode.Scalar] =
+        (0..<0x20).map { Unicode.Scalar($0)! } + ["\"", "\\", "/", "\u{7F}", "é", "\u{2028}", "😀", "a", " "]
+
+    /// A string of 0 to 12 characters from ``awkwardAlphabet``.
+    static func randomText(using random: inout SplitMix64) -> String {
+        var value = ""
+        for _ in 0..<Int.random(in: 0...12, using: &random) {
+            value.unicodeScalars.append(awkwardAlphabet.randomElement(using: &random)!)
+        }
+        return value
+    }
+
+    /// An event whose every string is ``randomText(using:)``, with any connection id and sequence number, and a
+    /// rejection half of the time.
+    static func randomEvent(using random: inout SplitMix64) -> AccessoryEvent {
+        func text() -> String { randomText(using: &random) }
+        func texts() -> [String] { (0..<Int.random(in: 0...3, using: &random)).map { _ in text() } }
+        let accessory = Accessory(
+            kind: AccessoryKind.allCases.randomElement(using: &random)!, accessoryID: text(),
+            connectionID: ConnectionID(random.next()), name: text(), manufacturer: text(), modelNumber: text(),
+            serialNumber: text(), firmwareRevision: text(), hardwareRevision: text(), vendorID: text(),
+            productID: text(), protocolStrings: texts(), deviceNodes: texts(), sysfsPath: text(), portPath: text(),
+            interfaceNumber: text(), descriptorsSHA256: text())
+        return AccessoryEvent(
+            Bool.random(using: &random) ? .connect : .disconnect, sequence: random.next(), accessory: accessory,
+            rejection: Bool.random(using: &random) ? text() : nil)
+    }
 }

@@ -1,3 +1,4 @@
+import AccmonClient
 import AccmonCore
 import AccmonTestSupport
 import Foundation
@@ -102,6 +103,13 @@ struct WatchCommandTests {
             let accessory = event["accessory"] as? [String: Any]
             #expect((accessory?["connectionID"] as? NSNumber)?.uint64Value == id, "\(event)")
         }
+        // Every line is byte for byte what ProtocolCodec encodes for its message: watch prints the daemon's event lines
+        // as received, and they must not differ from what it printed when it re-encoded each event.
+        let codec = ProtocolCodec()
+        for line in lines {
+            let message = try codec.decodeServerMessage(Array(line.utf8))
+            #expect(codec.encode(message) == Array((line + "\n").utf8), "\(line.prefix(200))")
+        }
         // Keys are sorted, as --json promises.
         for line in lines {
             let keys = (jsonObject(line) ?? [:]).keys.sorted()
@@ -113,5 +121,43 @@ struct WatchCommandTests {
         let termination = await watch.waitForExit(timeout: .seconds(5))
         #expect(termination == .exited(0), "accmon watch after SIGINT: \(termination.map(\.description) ?? "running")")
         #expect(watch.stderr.isEmpty, "watch stderr: \(watch.stderr)")
+    }
+
+    /// A burst arrives in few reads of many lines each, which watch writes at once: every event is printed, whole and
+    /// in order, with --json and without.
+    @Test(arguments: [true, false])
+    func watchPrintsEveryEventOfABurstWholeAndInOrder(json: Bool) async throws {
+        let daemon = try await Accmond.start()
+        let watch = try daemon.startAccmon(["watch"] + (json ? ["--json"] : []), name: "watch")
+        let driver = try await daemon.connect("driver")
+        defer { driver.close() }
+        // Without --json an empty snapshot prints nothing: wait until watch is subscribed.
+        try #require(await eventually { (try? await driver.status())?.clients.contains { $0.subscribed } == true })
+        let count = 500
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<count {
+                group.addTask { _ = try await driver.simulateConnect(Accessory(kind: .usb, name: "burst \(index)")) }
+            }
+            try await group.waitForAll()
+        }
+        let expected = count + (json ? 1 : 0)
+        #expect(await eventually { watch.stdout.split(separator: "\n").count >= expected }, "\(watch.stderr)")
+        let lines = watch.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == expected && watch.stdout.hasSuffix("\n"))
+        let connectionIDs: [UInt64]
+        if json {
+            let events = lines.dropFirst().map { line in jsonObject(line) }
+            #expect(events.allSatisfy { $0?["type"] as? String == "connect" }, "a line is not a connect event")
+            connectionIDs = events.compactMap {
+                (($0?["accessory"] as? [String: Any])?["connectionID"] as? NSNumber)?.uint64Value
+            }
+        } else {
+            connectionIDs = lines.compactMap { line in
+                line.split(separator: " ").first { $0.hasPrefix("conn=") }.flatMap { UInt64($0.dropFirst(5)) }
+            }
+        }
+        #expect(connectionIDs == Array(1...UInt64(count)), "watch printed the events out of order or not all of them")
+        watch.send(SIGINT)
+        #expect(await watch.waitForExit(timeout: .seconds(5)) == .exited(0))
     }
 }

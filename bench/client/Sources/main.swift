@@ -1,9 +1,10 @@
-// accmon-bench-client SOCKET: an app that receives events through AccmonClient, as an app would.
+// accmon-bench-client SOCKET [--handler]: an app that receives events through AccmonClient, as an app would.
 //
-// Subscribes to every accessory, prints `ready` once the snapshot is in, then for each event handed to it by the
-// subscription's async sequence prints one line `CHANGE SERIAL T_NS` with a single write(2), where T_NS is
-// CLOCK_MONOTONIC when the event reached this loop. The bench times the line again as it reads it (stamp.c), as
-// it does for `accmon watch --json` and `udevadm monitor`.
+// Subscribes to every accessory, prints `ready` once the snapshot is in, then for each event prints one line
+// `CHANGE SERIAL T_NS` with a single write(2), where T_NS is CLOCK_MONOTONIC when the event reached the app. By
+// default the events come from the subscription's async sequence (`for try await`, on Swift's cooperative pool); with
+// `--handler` they come to a handler on the connection's reader thread (`subscribe(_:includeRejected:onUpdate:)`).
+// The bench times the line again as it reads it (stamp.c), as it does for `accmon watch --json` and `udevadm monitor`.
 import AccmonClient
 import Glibc
 
@@ -19,17 +20,31 @@ func emit(_ text: String) {
     }
 }
 
-let socketPath = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : nil
+/// Prints the line of an event: its change and serial number, stamped now.
+func emit(change: String, serial: String) {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    emit("\(change) \(serial) \(Int(now.tv_sec) * 1_000_000_000 + now.tv_nsec)\n")
+}
+
+let arguments = CommandLine.arguments.dropFirst()
+let socketPath = arguments.first { !$0.hasPrefix("--") }
 do {
     let connection = try await AccmonConnection.connect(socketPath: socketPath, clientName: "accmon-bench-client")
-    let subscription = try await connection.subscribe()
-    emit("ready \(subscription.snapshot.accessories.count)\n")
-    for try await event in subscription {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        emit(
-            "\(event.change.rawValue) \(event.accessory.serialNumber) \(Int(now.tv_sec) * 1_000_000_000 + now.tv_nsec)\n"
-        )
+    if arguments.contains("--handler") {
+        let observation = try await connection.subscribe { update in
+            switch update {
+            case .snapshot(let snapshot): emit("ready \(snapshot.accessories.count)\n")
+            case .event(let event): emit(change: event.change.rawValue, serial: event.accessory.serialNumber)
+            }
+        }
+        try await observation.waitForEnd()
+    } else {
+        let subscription = try await connection.subscribe()
+        emit("ready \(subscription.snapshot.accessories.count)\n")
+        for try await event in subscription {
+            emit(change: event.change.rawValue, serial: event.accessory.serialNumber)
+        }
     }
 } catch {
     emit("error \(error)\n")

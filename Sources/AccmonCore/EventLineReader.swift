@@ -1,0 +1,190 @@
+/// Reads the line of a `connect` or `disconnect` event when it is exactly what ``EventLineWriter`` writes: the inverse
+/// of the writer, without JSONDecoder's generic machinery, for the client's hot path.
+///
+/// It recognises only that canonical form: keys in sorted order, no spaces, numbers without leading zeros, and
+/// strings escaped as the writer escapes them (`\"`, `\\`, `\b \t \n \f \r`, `\u00xx` in lowercase for the other
+/// control characters, everything else as UTF-8). So a line it reads is byte for byte the writer's line of the event
+/// it returns, and ``ProtocolCodec/decodeServerMessage(_:)`` decodes that line to the same event. Anything else (other
+/// spacing or key order, other escapes, unknown fields, invalid UTF-8, a malformed line) gives `nil`; callers then
+/// decode with ``ProtocolCodec``, which accepts every valid form and reports errors.
+package enum EventLineReader {
+    /// The event `line` (without its newline) holds, or `nil` when the line is not in the writer's canonical form.
+    package static func event(_ line: [UInt8]) -> AccessoryEvent? {
+        line.withUnsafeBufferPointer { bytes in
+            var cursor = Cursor(bytes: bytes)
+            return cursor.event()
+        }
+    }
+
+    private struct Cursor {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var position = 0
+
+        mutating func event() -> AccessoryEvent? {
+            guard skip(#"{"accessory":"#), let accessory = accessory() else { return nil }
+            var rejection: String?
+            if skip(#","rejected":"#) {
+                guard let reason = string() else { return nil }
+                rejection = reason
+            }
+            guard skip(#","seq":"#), let sequence = number(), skip(#","type":"#) else { return nil }
+            let change: AccessoryEvent.Change
+            if skip(#""connect"}"#) {
+                change = .connect
+            } else if skip(#""disconnect"}"#) {
+                change = .disconnect
+            } else {
+                return nil
+            }
+            guard position == bytes.count else { return nil }
+            return AccessoryEvent(change, sequence: sequence, accessory: accessory, rejection: rejection)
+        }
+
+        /// The accessory object, its fields in the order ``EventLineWriter/accessory(_:into:)`` writes them.
+        mutating func accessory() -> Accessory? {
+            guard skip(#"{"accessoryID":"#), let accessoryID = string(),
+                skip(#","connectionID":"#), let connectionID = number(),
+                skip(#","descriptorsSHA256":"#), let descriptorsSHA256 = string(),
+                skip(#","deviceNodes":"#), let deviceNodes = strings(),
+                skip(#","firmwareRevision":"#), let firmwareRevision = string(),
+                skip(#","hardwareRevision":"#), let hardwareRevision = string(),
+                skip(#","interfaceNumber":"#), let interfaceNumber = string(),
+                skip(#","kind":"#), let kindName = string(), let kind = AccessoryKind(rawValue: kindName),
+                skip(#","manufacturer":"#), let manufacturer = string(),
+                skip(#","modelNumber":"#), let modelNumber = string(),
+                skip(#","name":"#), let name = string(),
+                skip(#","portPath":"#), let portPath = string(),
+                skip(#","productID":"#), let productID = string(),
+                skip(#","protocolStrings":"#), let protocolStrings = strings(),
+                skip(#","serialNumber":"#), let serialNumber = string(),
+                skip(#","sysfsPath":"#), let sysfsPath = string(),
+                skip(#","vendorID":"#), let vendorID = string(),
+                skip("}")
+            else { return nil }
+            return Accessory(
+                kind: kind, accessoryID: accessoryID, connectionID: ConnectionID(connectionID), name: name,
+                manufacturer: manufacturer, modelNumber: modelNumber, serialNumber: serialNumber,
+                firmwareRevision: firmwareRevision, hardwareRevision: hardwareRevision, vendorID: vendorID,
+                productID: productID, protocolStrings: protocolStrings, deviceNodes: deviceNodes, sysfsPath: sysfsPath,
+                portPath: portPath, interfaceNumber: interfaceNumber, descriptorsSHA256: descriptorsSHA256)
+        }
+
+        /// Moves past `literal` when the bytes at the cursor are exactly it; returns whether they were.
+        mutating func skip(_ literal: StaticString) -> Bool {
+            let count = literal.utf8CodeUnitCount
+            guard bytes.count - position >= count else { return false }
+            let pointer = literal.utf8Start
+            for offset in 0..<count where bytes[position + offset] != pointer[offset] { return false }
+            position += count
+            return true
+        }
+
+        /// A decimal number as `String(UInt64)` writes it: `0`, or digits without a leading zero, that fit.
+        mutating func number() -> UInt64? {
+            let start = position
+            var value: UInt64 = 0
+            while position < bytes.count {
+                let digit = bytes[position] &- UInt8(ascii: "0")
+                guard digit < 10 else { break }
+                let (times10, overflow) = value.multipliedReportingOverflow(by: 10)
+                let (sum, carry) = times10.addingReportingOverflow(UInt64(digit))
+                guard !overflow, !carry else { return nil }
+                value = sum
+                position += 1
+            }
+            let length = position - start
+            guard length > 0, length == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
+            return value
+        }
+
+        /// An array of strings, `[` and `]` with the strings separated by commas.
+        mutating func strings() -> [String]? {
+            guard skip("[") else { return nil }
+            var values: [String] = []
+            if skip("]") { return values }
+            repeat {
+                guard let value = string() else { return nil }
+                values.append(value)
+            } while skip(",")
+            return skip("]") ? values : nil
+        }
+
+        /// A string escaped as ``EventLineWriter/string(_:into:)`` escapes it, holding valid UTF-8.
+        mutating func string() -> String? {
+            guard skip("\"") else { return nil }
+            let start = position
+            // Most strings need no unescaping: find the closing quote, and decode the bytes in place.
+            while position < bytes.count {
+                switch bytes[position] {
+                case UInt8(ascii: "\""):
+                    let value = String(
+                        validating: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+                    position += 1
+                    return value
+                case UInt8(ascii: "\\"):
+                    return escapedString(from: start)
+                case 0..<0x20:
+                    return nil
+                default:
+                    position += 1
+                }
+            }
+            return nil
+        }
+
+        /// The rest of a string from its first backslash on; `start` is its first byte after the opening quote.
+        private mutating func escapedString(from start: Int) -> String? {
+            var unescaped = Array(UnsafeBufferPointer(rebasing: bytes[start..<position]))
+            while position < bytes.count {
+                let byte = bytes[position]
+                position += 1
+                switch byte {
+                case UInt8(ascii: "\""):
+                    return String(validating: unescaped, as: UTF8.self)
+                case UInt8(ascii: "\\"):
+                    guard position < bytes.count else { return nil }
+                    let escape = bytes[position]
+                    position += 1
+                    switch escape {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"): unescaped.append(escape)
+                    case UInt8(ascii: "b"): unescaped.append(0x08)
+                    case UInt8(ascii: "t"): unescaped.append(0x09)
+                    case UInt8(ascii: "n"): unescaped.append(0x0A)
+                    case UInt8(ascii: "f"): unescaped.append(0x0C)
+                    case UInt8(ascii: "r"): unescaped.append(0x0D)
+                    case UInt8(ascii: "u"):
+                        guard let control = controlCharacter() else { return nil }
+                        unescaped.append(control)
+                    default: return nil
+                    }
+                case 0..<0x20:
+                    return nil
+                default:
+                    unescaped.append(byte)
+                }
+            }
+            return nil
+        }
+
+        /// After `\u`: `00` and two lowercase hex digits naming a control character that has no short escape.
+        private mutating func controlCharacter() -> UInt8? {
+            guard skip("00"), bytes.count - position >= 2,
+                let high = Self.hexDigit(bytes[position]), let low = Self.hexDigit(bytes[position + 1])
+            else { return nil }
+            position += 2
+            let value = high << 4 | low
+            switch value {
+            case 0x08, 0x09, 0x0A, 0x0C, 0x0D, 0x20...: return nil
+            default: return value
+            }
+        }
+
+        private static func hexDigit(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            default: nil
+            }
+        }
+    }
+}
