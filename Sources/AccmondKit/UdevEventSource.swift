@@ -19,6 +19,10 @@ public final class UdevEventSource: LoopDrivenEventSource {
     private static let reopenDelayMilliseconds = 1000
     private static let monitorToken: UInt64 = 0
     private static let timerToken: UInt64 = 1
+    /// The most monitor events taken in one loop turn. A backlog (a burst faster than accmond) is then published in
+    /// slices, each written to the clients before the next is taken: a client that keeps up never sees its buffer
+    /// fill in one turn and get suspended. The rest stays in the monitor's socket, which stays readable.
+    static let eventsPerTurn = 64
 
     /// What the loop thread owns. The mutex is never contended (one thread uses it); it makes the source `Sendable`.
     private struct LoopState: ~Copyable {
@@ -53,7 +57,8 @@ public final class UdevEventSource: LoopDrivenEventSource {
         }
     }
 
-    /// Receives the pending monitor events (or retries a failed reopen) and returns the reports.
+    /// Receives pending monitor events, at most ``eventsPerTurn`` (or retries a failed reopen), and returns the
+    /// reports.
     public func takeEvents() -> [SourceEvent] {
         state.withLock { state in
             guard let monitor = state.connection?.monitor else {
@@ -61,7 +66,8 @@ public final class UdevEventSource: LoopDrivenEventSource {
             }
             var events: [SourceEvent] = []
             do {
-                while let device = try monitor.receive() {
+                for _ in 0..<Self.eventsPerTurn {
+                    guard let device = try monitor.receive() else { break }
                     events += apply(device.record(), to: &state.tracker)
                 }
             } catch {
