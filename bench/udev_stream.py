@@ -223,31 +223,48 @@ try:
     udevadm_socket = wait_for(lambda: event_sockets() - before, 10, "udevadm's monitor socket").pop()
     if udevadm_socket == accmond_socket:
         raise SystemExit("udev_stream: udevadm and accmond share a monitor socket path")
-    watch, watch_path = stamped([os.path.join(options.bin_dir, "accmon"), "--socket", socket_path, "watch", "--json"],
-                                "watch", plain_env)
-    # The AccmonClient app twice: events through the async sequence (`for try await`), and through a handler on the
-    # connection's reader thread (`--handler`).
-    client, client_path = stamped(options.client_prefix.split() + [options.client, socket_path], "client", plain_env)
-    handler_client, handler_client_path = stamped(
-        options.client_prefix.split() + [options.client, socket_path, "--handler"], "client-handler", plain_env)
-    wait_for(lambda: all(os.path.getsize(path) > 0 for path in (watch_path, client_path, handler_client_path)), 15,
-             "subscribers")
-    receivers = {
-        "accmon-watch": (Follower(watch_path), parse_watch, accmond_socket),
-        "accmon-client": (Follower(client_path), parse_client, accmond_socket),
-        "accmon-client-handler": (Follower(handler_client_path), parse_client, accmond_socket),
-        "udevadm-monitor": (Follower(udevadm_path), parse_udevadm, udevadm_socket),
+    # Each accmon receiver is measured in a phase of its own, beside udevadm: on 2 vCPUs, several receivers (each
+    # with its stamper) woken by the same event would queue for a CPU, and the last one would pay for the others.
+    receiver_commands = {
+        "accmon-watch": ([os.path.join(options.bin_dir, "accmon"), "--socket", socket_path, "watch", "--json"],
+                         parse_watch),
+        # The AccmonClient app twice: events through the async sequence (`for try await`), and through a handler on
+        # the connection's reader thread (`--handler`).
+        "accmon-client": (options.client_prefix.split() + [options.client, socket_path], parse_client),
+        "accmon-client-handler": (options.client_prefix.split() + [options.client, socket_path, "--handler"],
+                                  parse_client),
     }
     listeners = [accmond_socket, udevadm_socket]
     next_index = 0
+    phases = 0
+    udevadm_follower = Follower(udevadm_path)  # one for the whole run: udevadm's lines are matched by occurrence
 
-    def run_stream(count, interval_us, quiet_seconds=3.0):
+    def start_receiver(name):
+        """Starts the accmon receiver `name` and waits for its subscription; returns (process, receivers)."""
+        global phases
+        phases += 1
+        command, parse = receiver_commands[name]
+        process, path = stamped(command, f"{name}-{phases}", plain_env)
+        wait_for(lambda: os.path.getsize(path) > 0, 15, f"{name}'s subscription")
+        receivers = {name: (Follower(path), parse, accmond_socket),
+                     "udevadm-monitor": (udevadm_follower, parse_udevadm, udevadm_socket)}
+        return process, receivers
+
+    def stop_receiver(process):
+        process.terminate()
+        process.wait()
+        time.sleep(0.2)
+
+    def run_stream(count, interval_us, receivers, watch_pid=None, quiet_seconds=3.0):
         """Sends `count` events; returns send times by listener and, per receiver, {index: receive time}."""
         global next_index
         first = next_index
         next_index += count
         times_file = os.path.join(work, "times")
-        cpu_before = {"accmond": cpu_ns(accmond.pid), "watch": cpu_ns(watch.pid), "udevadm": cpu_ns(udevadm.pid)}
+        pids = {"accmond": accmond.pid, "udevadm": udevadm.pid}
+        if watch_pid:
+            pids["watch"] = watch_pid
+        cpu_before = {key: cpu_ns(pid) for key, pid in pids.items()}
         command = [os.path.join(options.tools_dir, "uevent_blast"), "--devices", devices_file, "--count", str(count),
                    "--first", str(first), "--interval-us", str(interval_us), "--times", times_file]
         for path in listeners:
@@ -276,37 +293,40 @@ try:
             elif time.time() - last_growth > quiet_seconds:
                 break
             time.sleep(0.01)
-        cpu_after = {"accmond": cpu_ns(accmond.pid), "watch": cpu_ns(watch.pid), "udevadm": cpu_ns(udevadm.pid)}
-        cpu = {key: cpu_after[key] - cpu_before[key] for key in cpu_before}
+        cpu = {key: cpu_ns(pid) - cpu_before[key] for key, pid in pids.items()}
         return first, sent, received, cpu, sender
-
-    # Warm-up: caches, allocators, the first connections.
-    run_stream(200, 500)
 
     summary = {}
     if options.only in (None, "latency"):
         for repeat in range(options.repeats):
-            first, sent, received, cpu, _ = run_stream(options.latency_events, options.interval_us)
-            for name, (_, _, listener) in receivers.items():
-                column = listeners.index(listener)
-                latencies = [(t - sent[i][column]) / 1000 for i, t in received[name].items()]
-                record = {"bench": "latency", "tool": name, "repeat": repeat, "events": options.latency_events,
-                          "interval_us": options.interval_us, "received": len(latencies),
-                          "lost": options.latency_events - len(latencies),
-                          "p50_us": round(percentile(latencies, 0.50), 1), "p95_us": round(percentile(latencies, 0.95), 1),
-                          "p99_us": round(percentile(latencies, 0.99), 1), "max_us": round(max(latencies), 1)}
-                emit(record)
-                summary.setdefault(("latency", options.latency_events, name), []).append(record)
-    # Bursts go to `accmon watch` alone (and udevadm): the AccmonClient apps leave, so that they take no CPU from them.
-    for name, app in (("accmon-client", client), ("accmon-client-handler", handler_client)):
-        app.terminate()
-        app.wait()
-        del receivers[name]
-    time.sleep(0.5)
+            for receiver in receiver_commands:
+                process, receivers = start_receiver(receiver)
+                run_stream(200, 500, receivers)  # warm-up: caches, allocators, the receiver's first events
+                first, sent, received, cpu, _ = run_stream(options.latency_events, options.interval_us, receivers)
+                stop_receiver(process)
+                for name, (_, _, listener) in receivers.items():
+                    column = listeners.index(listener)
+                    latencies = [(t - sent[i][column]) / 1000 for i, t in received[name].items()]
+                    record = {"bench": "latency", "tool": name, "repeat": repeat, "events": options.latency_events,
+                              "interval_us": options.interval_us, "received": len(latencies),
+                              "lost": options.latency_events - len(latencies),
+                              "p50_us": round(percentile(latencies, 0.50), 1),
+                              "p95_us": round(percentile(latencies, 0.95), 1),
+                              "p99_us": round(percentile(latencies, 0.99), 1), "max_us": round(max(latencies), 1)}
+                    if name == "udevadm-monitor":
+                        record["alongside"] = receiver
+                        record["cpu_us_per_event"] = round(cpu["udevadm"] / 1000 / options.latency_events, 1)
+                    else:
+                        record["cpu_us_per_event_accmond"] = round(cpu["accmond"] / 1000 / options.latency_events, 1)
+                    emit(record)
+                    summary.setdefault(("latency", options.latency_events, receiver, name), []).append(record)
+    # Bursts go to `accmon watch` alone (and udevadm).
     if options.only in (None, "burst"):
+        watch, receivers = start_receiver("accmon-watch")
+        run_stream(200, 500, receivers)  # warm-up
         for repeat in range(options.repeats):
             for burst in [int(value) for value in options.bursts.split(",") if value]:
-                first, sent, received, cpu, sender = run_stream(burst, 0, quiet_seconds=5.0)
+                first, sent, received, cpu, sender = run_stream(burst, 0, receivers, watch.pid, quiet_seconds=5.0)
                 start = min(min(times) for times in sent.values())
                 for name in receivers:
                     got = received[name]
@@ -322,17 +342,17 @@ try:
                     else:
                         record["cpu_us_per_event"] = round(cpu["udevadm"] / 1000 / burst, 2)
                     emit(record)
-                    summary.setdefault(("burst", burst, name), []).append(record)
+                    summary.setdefault(("burst", burst, "accmon-watch", name), []).append(record)
                 time.sleep(1.0)
 
     def median(records, key):
         values = [r[key] for r in records if r.get(key) is not None]
         return statistics.median(values) if values else None
 
-    for (bench, size, name), records in summary.items():
+    for (bench, size, phase, name), records in summary.items():
         if name == "udevadm-monitor":
             continue
-        base = summary[(bench, size, "udevadm-monitor")]
+        base = summary[(bench, size, phase, "udevadm-monitor")]  # measured in the same phases
         record = {"bench": f"{bench}-summary", "tool": name, "baseline": "udevadm-monitor", "events": size,
                   "repeats": len(records)}
         if bench == "latency":
