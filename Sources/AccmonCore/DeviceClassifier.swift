@@ -26,10 +26,11 @@ public enum DeviceClassifier {
     }
 
     /// The udev properties classification reads, of a device and of its ancestors: a source copies only these into
-    /// ``DeviceRecord/properties`` and ``AncestorRecord/properties``. Keep it in step with every `properties[...]` below.
+    /// ``DeviceRecord/properties`` and ``AncestorRecord/properties``. Keep it in step with every `properties[...]` below
+    /// (`PRODUCT` and `TYPE` are read by ``usbDeviceAttributes(fromUeventProperties:)``).
     public static let propertyNames = [
         "DEVLINKS", "ID_BUS", "NAME", "HID_ID", "HID_NAME", "HID_UNIQ", "ID_VENDOR_ID", "ID_MODEL_ID", "ID_MODEL",
-        "ID_VENDOR", "ID_SERIAL_SHORT", "ID_REVISION",
+        "ID_VENDOR", "ID_SERIAL_SHORT", "ID_REVISION", "PRODUCT", "TYPE",
     ]
 
     /// What a record of a device with these fields must hold for the tracker to decide about it; keep it in step with

@@ -81,3 +81,30 @@ public let watchedSubsystems = ["usb", "tty", "hid", "input"]
 public let usbDeviceAttributes = [
     "idVendor", "idProduct", "serial", "manufacturer", "product", "bcdDevice", "bDeviceClass", "removable",
 ]
+
+/// The `usb_device` attributes that the kernel also puts in the device's uevent, as sysfs shows them: `idVendor`,
+/// `idProduct` and `bcdDevice` (`%04x`) from `PRODUCT` (`%x/%x/%x`), and `bDeviceClass` (`%02x`) from `TYPE`
+/// (`%d/%d/%d`). Both come from the device descriptor, like the attribute files. A source takes these from the
+/// properties and reads only the other attributes from sysfs, which saves four file reads per device; the result
+/// is empty when either property is missing or malformed, and the source then reads every attribute.
+public func usbDeviceAttributes(fromUeventProperties properties: [String: String]) -> [String: String] {
+    func fields(_ name: String, radix: Int) -> [Int]? {
+        guard let value = properties[name] else { return nil }
+        let parts = value.split(separator: "/", omittingEmptySubsequences: false)
+        let numbers = parts.compactMap { part in
+            part.count <= 4 && part.allSatisfy({ $0.isASCII && $0.isHexDigit }) ? Int(part, radix: radix) : nil
+        }
+        return numbers.count == 3 && parts.count == 3 ? numbers : nil
+    }
+    guard let product = fields("PRODUCT", radix: 16), let type = fields("TYPE", radix: 10), type[0] <= 0xFF else {
+        return [:]
+    }
+    func hex(_ value: Int, digits: Int) -> String {
+        let text = String(value, radix: 16)
+        return String(repeating: "0", count: max(0, digits - text.count)) + text
+    }
+    return [
+        "idVendor": hex(product[0], digits: 4), "idProduct": hex(product[1], digits: 4),
+        "bcdDevice": hex(product[2], digits: 4), "bDeviceClass": hex(type[0], digits: 2),
+    ]
+}

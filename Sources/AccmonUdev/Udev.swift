@@ -63,6 +63,7 @@ public final class UdevDevice {
         let sysname = Self.text(udev_device_get_sysname(pointer))
         let syspath = Self.text(udev_device_get_syspath(pointer))
         let needs = DeviceClassifier.needs(action: action, subsystem: subsystem, devtype: devtype, sysname: sysname)
+        let properties = Self.properties(pointer)
         let directory = needs.attributes ? SysfsDirectory(syspath) : nil
         return DeviceRecord(
             action: action,
@@ -71,8 +72,8 @@ public final class UdevDevice {
             devtype: devtype,
             sysname: sysname,
             devnode: Self.text(udev_device_get_devnode(pointer)),
-            properties: Self.properties(pointer),
-            attributes: directory?.attributes(usbDeviceAttributes) ?? [:],
+            properties: properties,
+            attributes: directory?.usbDeviceAttributes(properties) ?? [:],
             usbDevice: needs.usbDevice ? ancestor("usb", "usb_device", usbDeviceAttributes) : nil,
             usbInterface: needs.usbInterface ? ancestor("usb", "usb_interface", ["bInterfaceNumber"]) : nil,
             hidDevice: needs.hidDevice ? ancestor("hid", nil, []) : nil,
@@ -85,10 +86,12 @@ public final class UdevDevice {
             return nil
         }
         let syspath = Self.text(udev_device_get_syspath(parent))
+        let properties = Self.properties(parent)
         let directory = attributeNames.isEmpty && devtype != "usb_device" ? nil : SysfsDirectory(syspath)
         return AncestorRecord(
-            syspath: syspath, properties: Self.properties(parent),
-            attributes: directory?.attributes(attributeNames) ?? [:],
+            syspath: syspath, properties: properties,
+            attributes: (devtype == "usb_device"
+                ? directory?.usbDeviceAttributes(properties) : directory?.attributes(attributeNames)) ?? [:],
             descriptorsSHA256: devtype == "usb_device" ? directory?.descriptorsHash() ?? "" : "")
     }
 
@@ -130,6 +133,15 @@ final class SysfsDirectory {
     func attributes(_ names: [String]) -> [String: String] {
         var attributes: [String: String] = [:]
         for name in names {
+            if let value = text(name) { attributes[name] = value }
+        }
+        return attributes
+    }
+
+    /// A `usb_device`'s ``usbDeviceAttributes``: those its uevent carries from the properties, the others read.
+    func usbDeviceAttributes(_ properties: [String: String]) -> [String: String] {
+        var attributes = AccmonCore.usbDeviceAttributes(fromUeventProperties: properties)
+        for name in AccmonCore.usbDeviceAttributes where attributes[name] == nil {
             if let value = text(name) { attributes[name] = value }
         }
         return attributes

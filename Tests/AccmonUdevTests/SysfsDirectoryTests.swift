@@ -38,6 +38,31 @@ struct SysfsDirectoryTests {
         #expect(SysfsDirectory(directory.file("long")) == nil)
     }
 
+    @Test func aUSBDevicesIdsComeFromItsUeventWhenItCarriesThem() throws {
+        let directory = try TemporaryDirectory()
+        for (name, value) in [
+            "serial": "A50285BI\n", "manufacturer": "FTDI\n", "product": "FT232R USB UART\n",
+            "removable": "removable\n",
+            "idVendor": "1209\n", "idProduct": "0001\n", "bcdDevice": "0100\n", "bDeviceClass": "ff\n",
+        ] {
+            try Data(value.utf8).write(to: URL(fileURLWithPath: directory.file(name)))
+        }
+        let sysfs = try #require(SysfsDirectory(directory.path))
+        let common = [
+            "serial": "A50285BI", "manufacturer": "FTDI", "product": "FT232R USB UART", "removable": "removable",
+        ]
+        // The ids from PRODUCT and TYPE, the rest from the files (which here disagree, to tell the two apart).
+        #expect(
+            sysfs.usbDeviceAttributes(["PRODUCT": "403/6001/600", "TYPE": "0/0/0"])
+                == common.merging(
+                    ["idVendor": "0403", "idProduct": "6001", "bcdDevice": "0600", "bDeviceClass": "00"]) { $1 })
+        // Without them (or malformed), every attribute from its file.
+        #expect(
+            sysfs.usbDeviceAttributes(["PRODUCT": "SYNC/0/0", "TYPE": "0/0/0"])
+                == common.merging(
+                    ["idVendor": "1209", "idProduct": "0001", "bcdDevice": "0100", "bDeviceClass": "ff"]) { $1 })
+    }
+
     @Test func theDescriptorsHashCoversEveryByte() throws {
         let directory = try TemporaryDirectory()
         var bytes: [UInt8] = []

@@ -311,10 +311,14 @@ class World:
             if value is not None:
                 attrs[key] = value
         vid_n, pid_n, bcd_n = hex_or(vid, 0xFFFF), hex_or(pid, 0xFFFF), hex_or(bcd, 0x0100)
+        # The kernel's PRODUCT says what idVendor/idProduct/bcdDevice say; a garbage device's says the same garbage
+        # (accmond then reads the attributes, and rejects the non-hex ids).
+        hex_ids = all(hex_or(text, None) is not None for text in (vid, pid, bcd))
+        product_property = f"{vid_n:x}/{pid_n:x}/{bcd_n:x}" if hex_ids else f"{vid}/{pid}/{bcd}"
         props = {
             "DEVTYPE": "usb_device", "DRIVER": "usb", "DEVNAME": f"/dev/bus/usb/{bus:03d}/{devnum:03d}",
             "BUSNUM": f"{bus:03d}", "DEVNUM": f"{devnum:03d}", "MAJOR": "189",
-            "MINOR": str((bus - 1) * 128 + devnum - 1), "PRODUCT": f"{vid_n:x}/{pid_n:x}/{bcd_n:x}",
+            "MINOR": str((bus - 1) * 128 + devnum - 1), "PRODUCT": product_property,
             "TYPE": f"{hex_or(cls, 0)}/0/0", "ID_BUS": "usb", "ID_VENDOR_ID": vid,
             "ID_MODEL_ID": pid, "ID_REVISION": bcd, "ID_PATH": f"pci-0000:00:14.0-usb-0:{port_path.split('-', 1)[1]}",
             "ID_USB_INTERFACES": ":" + ":".join(f"{c:02x}0000" for c in iface_classes) + ":",
