@@ -29,6 +29,7 @@ mkdir -p "$TOOLS"
 cc -O2 -Wall -o "$TOOLS/uevent_blast" bench/tools/uevent_blast.c
 cc -O2 -Wall -o "$TOOLS/stamp" bench/tools/stamp.c
 cc -O2 -Wall -pthread -o "$TOOLS/fanout" bench/tools/fanout.c
+cc -O2 -Wall -o "$TOOLS/relay" bench/tools/relay.c -ludev
 BIN="$SCRATCH/release"
 CLIENT="$SCRATCH-client/release/accmon-bench-client"
 

@@ -225,6 +225,19 @@ try:
         raise SystemExit("udev_stream: udevadm and accmond share a monitor socket path")
     # Each accmon receiver is measured in a phase of its own, beside udevadm: on 2 vCPUs, several receivers (each
     # with its stamper) woken by the same event would queue for a CPU, and the last one would pay for the others.
+    # The relay baseline (tools/relay.c): the same hops as accmond + accmon watch, with nothing done in between.
+    before = event_sockets()
+    spare = [os.open("/dev/null", os.O_RDONLY) for _ in range(12)]
+    relay_path = os.path.join(work, "relay.sock")
+    relay = subprocess.Popen([os.path.join(options.tools_dir, "relay"), "serve", relay_path],
+                             stderr=open(os.path.join(work, "relay.err"), "w"), env=dict(os.environ), pass_fds=spare)
+    processes.append(relay)
+    for fd in spare:
+        os.close(fd)
+    relay_socket = wait_for(lambda: event_sockets() - before, 10, "the relay's monitor socket").pop()
+    wait_for(lambda: os.path.exists(relay_path), 10, "the relay's socket")
+    if relay_socket in (accmond_socket, udevadm_socket):
+        raise SystemExit("udev_stream: the relay shares a monitor socket path")
     receiver_commands = {
         "accmon-watch": ([os.path.join(options.bin_dir, "accmon"), "--socket", socket_path, "watch", "--json"],
                          parse_watch),
@@ -233,8 +246,8 @@ try:
         "accmon-client": (options.client_prefix.split() + [options.client, socket_path], parse_client),
         "accmon-client-handler": (options.client_prefix.split() + [options.client, socket_path, "--handler"],
                                   parse_client),
+        "relay": ([os.path.join(options.tools_dir, "relay"), "watch", relay_path], parse_client),
     }
-    listeners = [accmond_socket, udevadm_socket]
     next_index = 0
     phases = 0
     udevadm_follower = Follower(udevadm_path)  # one for the whole run: udevadm's lines are matched by occurrence
@@ -246,7 +259,7 @@ try:
         command, parse = receiver_commands[name]
         process, path = stamped(command, f"{name}-{phases}", plain_env)
         wait_for(lambda: os.path.getsize(path) > 0, 15, f"{name}'s subscription")
-        receivers = {name: (Follower(path), parse, accmond_socket),
+        receivers = {name: (Follower(path), parse, relay_socket if name == "relay" else accmond_socket),
                      "udevadm-monitor": (udevadm_follower, parse_udevadm, udevadm_socket)}
         return process, receivers
 
@@ -267,6 +280,7 @@ try:
         cpu_before = {key: cpu_ns(pid) for key, pid in pids.items()}
         command = [os.path.join(options.tools_dir, "uevent_blast"), "--devices", devices_file, "--count", str(count),
                    "--first", str(first), "--interval-us", str(interval_us), "--times", times_file]
+        listeners = list(dict.fromkeys(listener for _, _, listener in receivers.values()))
         for path in listeners:
             command += ["--socket", path]
         sender = json.loads(subprocess.run(command, check=True, capture_output=True, text=True, env=plain_env).stdout)
@@ -294,7 +308,7 @@ try:
                 break
             time.sleep(0.01)
         cpu = {key: cpu_ns(pid) - cpu_before[key] for key, pid in pids.items()}
-        return first, sent, received, cpu, sender
+        return first, {index: dict(zip(listeners, times)) for index, times in sent.items()}, received, cpu, sender
 
     summary = {}
     if options.only in (None, "latency"):
@@ -305,8 +319,7 @@ try:
                 first, sent, received, cpu, _ = run_stream(options.latency_events, options.interval_us, receivers)
                 stop_receiver(process)
                 for name, (_, _, listener) in receivers.items():
-                    column = listeners.index(listener)
-                    latencies = [(t - sent[i][column]) / 1000 for i, t in received[name].items()]
+                    latencies = [(t - sent[i][listener]) / 1000 for i, t in received[name].items()]
                     record = {"bench": "latency", "tool": name, "repeat": repeat, "events": options.latency_events,
                               "interval_us": options.interval_us, "received": len(latencies),
                               "lost": options.latency_events - len(latencies),
@@ -316,7 +329,7 @@ try:
                     if name == "udevadm-monitor":
                         record["alongside"] = receiver
                         record["cpu_us_per_event"] = round(cpu["udevadm"] / 1000 / options.latency_events, 1)
-                    else:
+                    elif name != "relay":
                         record["cpu_us_per_event_accmond"] = round(cpu["accmond"] / 1000 / options.latency_events, 1)
                     emit(record)
                     summary.setdefault(("latency", options.latency_events, receiver, name), []).append(record)
@@ -327,7 +340,7 @@ try:
         for repeat in range(options.repeats):
             for burst in [int(value) for value in options.bursts.split(",") if value]:
                 first, sent, received, cpu, sender = run_stream(burst, 0, receivers, watch.pid, quiet_seconds=5.0)
-                start = min(min(times) for times in sent.values())
+                start = min(min(times.values()) for times in sent.values())
                 for name in receivers:
                     got = received[name]
                     elapsed = (max(got.values()) - start) / 1e9 if got else float("nan")
