@@ -167,15 +167,15 @@ public enum DeviceClassifier {
     }
 
     static func hex4(_ value: UInt32) -> String {
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+        lowercaseHex(Int(value), digits: 4)
     }
 
     /// `bcdDevice` `"0600"` as `"6.00"`; other text unchanged.
     static func revision(_ bcd: String) -> String {
-        guard bcd.utf8.count == 4, bcd.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return bcd }
-        let major = bcd.drop { $0 == "0" }.dropLast(2)
-        return "\(major.isEmpty ? "0" : String(major)).\(bcd.suffix(2))"
+        let digits = Array(bcd.utf8)
+        guard digits.count == 4, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return bcd }
+        let major = digits[0] == UInt8(ascii: "0") ? digits[1...1] : digits[0...1]
+        return String(decoding: major + [UInt8(ascii: ".")] + digits[2...3], as: UTF8.self)
     }
 
     /// Trims whitespace and control characters and cuts the text to ``maximumFieldLength`` characters.

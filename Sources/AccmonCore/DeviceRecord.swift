@@ -88,23 +88,55 @@ public let usbDeviceAttributes = [
 /// properties and reads only the other attributes from sysfs, which saves four file reads per device; the result
 /// is empty when either property is missing or malformed, and the source then reads every attribute.
 public func usbDeviceAttributes(fromUeventProperties properties: [String: String]) -> [String: String] {
-    func fields(_ name: String, radix: Int) -> [Int]? {
-        guard let value = properties[name] else { return nil }
-        let parts = value.split(separator: "/", omittingEmptySubsequences: false)
-        let numbers = parts.compactMap { part in
-            part.count <= 4 && part.allSatisfy({ $0.isASCII && $0.isHexDigit }) ? Int(part, radix: radix) : nil
-        }
-        return numbers.count == 3 && parts.count == 3 ? numbers : nil
-    }
-    guard let product = fields("PRODUCT", radix: 16), let type = fields("TYPE", radix: 10), type[0] <= 0xFF else {
+    guard let product = ueventNumbers(properties["PRODUCT"], radix: 16),
+        let type = ueventNumbers(properties["TYPE"], radix: 10), type.0 <= 0xFF
+    else {
         return [:]
     }
-    func hex(_ value: Int, digits: Int) -> String {
-        let text = String(value, radix: 16)
-        return String(repeating: "0", count: max(0, digits - text.count)) + text
-    }
     return [
-        "idVendor": hex(product[0], digits: 4), "idProduct": hex(product[1], digits: 4),
-        "bcdDevice": hex(product[2], digits: 4), "bDeviceClass": hex(type[0], digits: 2),
+        "idVendor": lowercaseHex(product.0, digits: 4), "idProduct": lowercaseHex(product.1, digits: 4),
+        "bcdDevice": lowercaseHex(product.2, digits: 4), "bDeviceClass": lowercaseHex(type.0, digits: 2),
     ]
+}
+
+/// `a/b/c` with one to four digits in `radix` (10 or 16, lowercase) each, as the kernel prints them; else `nil`.
+private func ueventNumbers(_ text: String?, radix: Int) -> (Int, Int, Int)? {
+    guard let text else { return nil }
+    var numbers = (0, 0, 0)
+    var field = 0
+    var digits = 0
+    for byte in text.utf8 {
+        if byte == UInt8(ascii: "/") {
+            guard digits > 0, field < 2 else { return nil }
+            field += 1
+            digits = 0
+            continue
+        }
+        let digit: Int
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = Int(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = Int(byte - UInt8(ascii: "a")) + 10
+        default: return nil
+        }
+        guard digit < radix, digits < 4 else { return nil }
+        digits += 1
+        switch field {
+        case 0: numbers.0 = numbers.0 * radix + digit
+        case 1: numbers.1 = numbers.1 * radix + digit
+        default: numbers.2 = numbers.2 * radix + digit
+        }
+    }
+    return field == 2 && digits > 0 ? numbers : nil
+}
+
+/// `value` as `digits` lowercase hex digits, zero-padded (`value` must fit).
+func lowercaseHex(_ value: Int, digits: Int) -> String {
+    var bytes = [UInt8](repeating: UInt8(ascii: "0"), count: digits)
+    var rest = value
+    for index in stride(from: digits - 1, through: 0, by: -1) {
+        let digit = UInt8(rest & 0xF)
+        bytes[index] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
+        rest >>= 4
+    }
+    return String(decoding: bytes, as: UTF8.self)
 }

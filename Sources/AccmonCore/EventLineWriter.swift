@@ -1,64 +1,63 @@
 /// Writes the line of a `connect` or `disconnect` event directly, byte for byte what ``ProtocolCodec`` writes with
 /// JSONEncoder (sorted keys, slashes unescaped), without JSONEncoder's generic machinery: this line is on the hot
-/// path, encoded once per event, and JSONEncoder took most of the broker thread's time.
+/// path, encoded once per event. Keys are static text, strings are copied in runs between the bytes that need
+/// escaping, and nothing is allocated but the line itself.
 enum EventLineWriter {
+    private static let quote = UInt8(ascii: "\"")
+    private static let backslash = UInt8(ascii: "\\")
+
     static func line(_ event: AccessoryEvent) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(512)
-        out += Array(#"{"accessory":"#.utf8)
+        out.reserveCapacity(768)
+        literal(#"{"accessory":"#, into: &out)
         accessory(event.accessory, into: &out)
         if let rejection = event.rejection {
-            out += Array(#","rejected":"#.utf8)
+            literal(#","rejected":"#, into: &out)
             string(rejection, into: &out)
         }
-        out += Array(#","seq":"#.utf8)
-        out += Array(String(event.sequence).utf8)
-        out += Array(#","type":"#.utf8)
+        literal(#","seq":"#, into: &out)
+        number(event.sequence, into: &out)
+        literal(#","type":"#, into: &out)
         string(event.change.rawValue, into: &out)
-        out += Array("}\n".utf8)
+        literal("}\n", into: &out)
         return out
     }
 
     /// The accessory object, its keys in sorted order.
     static func accessory(_ accessory: Accessory, into out: inout [UInt8]) {
-        func field(_ name: String, first: Bool = false) {
-            out += Array((first ? "{\"" : ",\"").utf8)
-            out += Array(name.utf8)
-            out += Array("\":".utf8)
-        }
-        field("accessoryID", first: true)
+        literal(#"{"accessoryID":"#, into: &out)
         string(accessory.accessoryID, into: &out)
-        field("connectionID")
-        out += Array(String(accessory.connectionID.rawValue).utf8)
-        field("descriptorsSHA256")
+        literal(#","connectionID":"#, into: &out)
+        number(accessory.connectionID.rawValue, into: &out)
+        literal(#","descriptorsSHA256":"#, into: &out)
         string(accessory.descriptorsSHA256, into: &out)
-        field("deviceNodes")
+        literal(#","deviceNodes":"#, into: &out)
         strings(accessory.deviceNodes, into: &out)
-        field("firmwareRevision")
+        literal(#","firmwareRevision":"#, into: &out)
         string(accessory.firmwareRevision, into: &out)
-        field("hardwareRevision")
+        literal(#","hardwareRevision":"#, into: &out)
         string(accessory.hardwareRevision, into: &out)
-        field("interfaceNumber")
+        literal(#","interfaceNumber":"#, into: &out)
         string(accessory.interfaceNumber, into: &out)
-        field("kind")
+        literal(#","kind":"#, into: &out)
         string(accessory.kind.rawValue, into: &out)
-        field("manufacturer")
+        literal(#","manufacturer":"#, into: &out)
         string(accessory.manufacturer, into: &out)
-        field("modelNumber")
+        literal(#","modelNumber":"#, into: &out)
         string(accessory.modelNumber, into: &out)
-        field("name")
+        literal(#","name":"#, into: &out)
         string(accessory.name, into: &out)
-        field("portPath")
+        literal(#","portPath":"#, into: &out)
         string(accessory.portPath, into: &out)
-        field("productID")
+        literal(#","productID":"#, into: &out)
         string(accessory.productID, into: &out)
-        field("protocolStrings")
+        literal(#","protocolStrings":"#, into: &out)
         strings(accessory.protocolStrings, into: &out)
-        field("serialNumber")
+        literal(#","serialNumber":"#, into: &out)
         string(accessory.serialNumber, into: &out)
-        field("sysfsPath")
+        literal(#","sysfsPath":"#, into: &out)
         string(accessory.sysfsPath, into: &out)
-        field("vendorID")
+        literal(#","vendorID":"#, into: &out)
         string(accessory.vendorID, into: &out)
         out.append(UInt8(ascii: "}"))
     }
@@ -75,24 +74,55 @@ enum EventLineWriter {
     /// A JSON string as JSONEncoder writes it: `"` and `\` escaped, control characters as `\b \t \n \f \r` or
     /// `\u00xx`, everything else (slashes, DEL, non-ASCII) as UTF-8.
     static func string(_ value: String, into out: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
-        out.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
-            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
-            case 0x08: out += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
-            case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-            case 0x0A: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-            case 0x0C: out += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
-            case 0x0D: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-            case 0..<0x20:
-                out += Array("\\u00".utf8)
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0x0F)])
-            default: out.append(byte)
+        out.append(quote)
+        var value = value  // withUTF8 may make a bridged or lazy string contiguous: on a copy
+        value.withUTF8 { bytes in
+            var runStart = 0
+            for index in bytes.indices {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == quote || byte == backslash else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                escape(byte, into: &out)
+                runStart = index + 1
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
         }
-        out.append(UInt8(ascii: "\""))
+        out.append(quote)
+    }
+
+    private static func escape(_ byte: UInt8, into out: inout [UInt8]) {
+        out.append(backslash)
+        switch byte {
+        case quote, backslash: out.append(byte)
+        case 0x08: out.append(UInt8(ascii: "b"))
+        case 0x09: out.append(UInt8(ascii: "t"))
+        case 0x0A: out.append(UInt8(ascii: "n"))
+        case 0x0C: out.append(UInt8(ascii: "f"))
+        case 0x0D: out.append(UInt8(ascii: "r"))
+        default:
+            literal("u00", into: &out)
+            out.append(hexDigit(byte >> 4))
+            out.append(hexDigit(byte & 0x0F))
+        }
+    }
+
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
+    }
+
+    /// A decimal number, without an intermediate string.
+    private static func number(_ value: UInt64, into out: inout [UInt8]) {
+        var divisor: UInt64 = 1
+        while value / divisor >= 10 { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
+    }
+
+    private static func literal(_ text: StaticString, into out: inout [UInt8]) {
+        text.withUTF8Buffer { out.append(contentsOf: $0) }
     }
 }

@@ -99,6 +99,7 @@ public final class UdevDevice {
     /// which is much cheaper than copying the whole list (a udev event carries some 30 properties).
     private static func properties(_ device: OpaquePointer) -> [String: String] {
         var properties: [String: String] = [:]
+        properties.reserveCapacity(DeviceClassifier.propertyNames.count)
         for name in DeviceClassifier.propertyNames {
             if let value = udev_device_get_property_value(device, name) { properties[name] = String(cString: value) }
         }

@@ -9,7 +9,10 @@ import Testing
     func matchesJSONEncoderForFixtures(accessory: Accessory) {
         let codec = ProtocolCodec()
         for event in [
+            AccessoryEvent(.connect, sequence: 0, accessory: accessory),
             AccessoryEvent(.connect, sequence: 1, accessory: accessory),
+            AccessoryEvent(.connect, sequence: 10, accessory: accessory),
+            AccessoryEvent(.disconnect, sequence: 1_000_000_000_000_000_000, accessory: accessory),
             AccessoryEvent(.disconnect, sequence: UInt64.max, accessory: accessory),
             AccessoryEvent(.connect, sequence: 7, accessory: accessory, rejection: "no \"entry\"\n\\ matches/"),
         ] {
