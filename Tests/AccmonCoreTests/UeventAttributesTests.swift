@@ -54,7 +54,7 @@ struct UeventAttributesTests {
             ["PRODUCT": "403//600", "TYPE": "0/0/0"], ["PRODUCT": " 403/6001/600", "TYPE": "0/0/0"],
             ["PRODUCT": "403/6001/600", "TYPE": "a/0/0"], ["PRODUCT": "403/6001/600", "TYPE": "256/0/0"],
             ["PRODUCT": "403/6001/600", "TYPE": "0/0"], ["PRODUCT": "٤03/6001/600", "TYPE": "0/0/0"],
-        ["PRODUCT": "ABCD/6001/600", "TYPE": "0/0/0"], ["PRODUCT": "403/6001/600/", "TYPE": "0/0/0"],
+            ["PRODUCT": "ABCD/6001/600", "TYPE": "0/0/0"], ["PRODUCT": "403/6001/600/", "TYPE": "0/0/0"],
         ] as [[String: String]])
     func malformedPropertiesGiveNothing(properties: [String: String]) {
         #expect(usbDeviceAttributes(fromUeventProperties: properties).isEmpty)
