@@ -71,7 +71,10 @@ public struct AncestorRecord: Sendable, Hashable {
     }
 
     /// The last component of the sysfs path.
-    public var sysname: String { String(syspath.split(separator: "/").last ?? "") }
+    public var sysname: String {
+        guard let slash = syspath.utf8.lastIndex(of: UInt8(ascii: "/")) else { return syspath }
+        return String(syspath[syspath.utf8.index(after: slash)...])
+    }
 }
 
 /// The subsystems accmond watches; the udev monitor filters on these.

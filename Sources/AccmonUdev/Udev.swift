@@ -165,17 +165,17 @@ final class SysfsDirectory {
         let file = openat(descriptor, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard file >= 0 else { return nil }
         defer { Glibc.close(file) }
-        var bytes = [UInt8](repeating: 0, count: limit)
-        var filled = 0
-        while filled < limit {
-            let count = bytes.withUnsafeMutableBytes { Glibc.read(file, $0.baseAddress! + filled, limit - filled) }
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 { return nil }
-            if count == 0 { break }
-            filled += count
+        var failed = false
+        let bytes = [UInt8](unsafeUninitializedCapacity: limit) { buffer, filled in
+            while filled < limit {
+                let count = Glibc.read(file, buffer.baseAddress! + filled, limit - filled)
+                if count < 0 && errno == EINTR { continue }
+                if count < 0 { failed = true }
+                if count <= 0 { break }
+                filled += count
+            }
         }
-        bytes.removeSubrange(filled...)
-        return bytes
+        return failed ? nil : bytes
     }
 }
 
