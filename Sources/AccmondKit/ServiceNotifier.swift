@@ -87,6 +87,7 @@ final class ServiceNotifier: Sendable {
     /// at the counts again when it comes, so the loop need not wake it for a change (a storm of events then costs
     /// the helper at most one wake-up per ``statusSpacingNanoseconds``).
     private let statusRecheckAt = Atomic<UInt64>(0)
+    private let helperThreadName: String
 
     /// Creates a notifier.
     ///
@@ -94,11 +95,14 @@ final class ServiceNotifier: Sendable {
     ///   - watchdogMicroseconds: `WATCHDOG_USEC`, from ``ServiceManager/watchdogIntervalMicroseconds()``.
     ///   - wakeLoop: wakes the broker loop for one more turn (signals the event sink's eventfd).
     ///   - send: sends a notification.
+    ///   - helperThreadName: the helper thread's name (at most 15 bytes).
     init(
         logger: Logger, watchdogMicroseconds: UInt64?, wakeLoop: @escaping @Sendable () -> Void,
-        send: @escaping Send = { state throws(Errno) in try ServiceManager.notify(state) }
+        send: @escaping Send = { state throws(Errno) in try ServiceManager.notify(state) },
+        helperThreadName: String = "accmond-notify"
     ) throws(Errno) {
         self.logger = logger
+        self.helperThreadName = helperThreadName
         self.pingPeriod = watchdogMicroseconds.map { max($0 * 1000 / 2, 1_000_000) }
         self.wakeLoop = wakeLoop
         self.send = send
@@ -130,7 +134,7 @@ final class ServiceNotifier: Sendable {
 
     /// Starts the helper thread.
     func start() throws(Errno) {
-        try startThread(name: "accmond-notify") { [self] in
+        try startThread(name: helperThreadName) { [self] in
             runHelper()
             helperStopped.signal()
         }

@@ -328,7 +328,8 @@ struct ServiceNotifierTests {
     }
 
     private func makeNotifier(
-        _ recorder: Recorder, watchdogMicroseconds: UInt64?, onWake: @escaping @Sendable () -> Void = {}
+        _ recorder: Recorder, watchdogMicroseconds: UInt64?, helperThreadName: String = "accmond-notify",
+        onWake: @escaping @Sendable () -> Void = {}
     )
         throws -> ServiceNotifier
     {
@@ -338,7 +339,8 @@ struct ServiceNotifierTests {
                 recorder.wakeups.add(1, ordering: .relaxed)
                 onWake()
             },
-            send: { state throws(Errno) in recorder.sent.withLock { $0.append(state) } })
+            send: { state throws(Errno) in recorder.sent.withLock { $0.append(state) } },
+            helperThreadName: helperThreadName)
     }
 
     @Test func watchdogPingsOnlyWhenTheLoopTurns() async throws {
@@ -397,12 +399,13 @@ struct ServiceNotifierTests {
 
     @Test func aStormOfCountChangesWakesTheHelperAboutOncePerSpacing() async throws {
         let recorder = Recorder()
-        let notifier = try makeNotifier(recorder, watchdogMicroseconds: nil)
+        // A name of its own: other tests' notifiers run in this process at the same time.
+        let notifier = try makeNotifier(recorder, watchdogMicroseconds: nil, helperThreadName: "notify-storm")
         try notifier.start()
         defer { notifier.finish() }
         notifier.loopTurned(LoopTurn(accessories: 0, clients: 1, stopping: false))
         #expect(await eventually(timeout: .seconds(5)) { !recorder.messages.isEmpty })
-        let helper = try #require(threadNamed("accmond-notify"))
+        let helper = try #require(threadNamed("notify-storm"))
         let before = try voluntaryContextSwitches(ofThread: helper)
         // 2,000 changes over ≥ 400 ms: one turn every ≥ 200 µs, like a daemon in a plug storm.
         let clock = ContinuousClock()
