@@ -149,7 +149,7 @@ final class SysfsDirectory {
     }
 
     func text(_ name: String) -> String? {
-        guard var bytes = contents(name, limit: Self.attributeLimit) else { return nil }
+        guard var bytes = contents(name, limit: Self.attributeLimit, wholeInOneRead: true) else { return nil }
         if let nul = bytes.firstIndex(of: 0) { bytes.removeSubrange(nul...) }
         while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
         return String(decoding: bytes, as: UTF8.self)
@@ -161,7 +161,9 @@ final class SysfsDirectory {
         return (try? SHA256.hexDigest(bytes)) ?? ""  // try?: without libcrypto's answer the hash is unknown
     }
 
-    private func contents(_ name: String, limit: Int) -> [UInt8]? {
+    /// Up to `limit` bytes of the file `name`. A sysfs text attribute is produced whole by the first `read` (as
+    /// libudev reads it, once); a binary one such as `descriptors` is read until end of file.
+    private func contents(_ name: String, limit: Int, wholeInOneRead: Bool = false) -> [UInt8]? {
         let file = openat(descriptor, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard file >= 0 else { return nil }
         defer { Glibc.close(file) }
@@ -173,6 +175,7 @@ final class SysfsDirectory {
                 if count < 0 { failed = true }
                 if count <= 0 { break }
                 filled += count
+                if wholeInOneRead { break }
             }
         }
         return failed ? nil : bytes
