@@ -2,18 +2,19 @@
 # `make bench`: builds release binaries and the bench tools, then runs the measurements; one JSON line per
 # measurement on stdout (progress on stderr). See bench/README.md.
 #
-#   BENCH_SUITES   which to run, of: stream fanout memory startup (default: all four)
+#   BENCH_SUITES   which to run, of: stream fanout memory startup instructions (default: all five)
 #   BENCH_REPEATS  repeats of each measurement (default 3; startup 5)
 #   BENCH_SCRATCH  the build directory (default /tmp/accmon-bench-build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 SCRATCH=${BENCH_SCRATCH:-/tmp/accmon-bench-build}
-SUITES=${BENCH_SUITES:-stream fanout memory startup}
+SUITES=${BENCH_SUITES:-stream fanout memory startup instructions}
 REPEATS=${BENCH_REPEATS:-3}
 
-# What the bench needs beyond the build: umockdev and its Python binding (the testbed), udevadm (the baseline), cc.
-packages="umockdev gir1.2-umockdev-1.0 python3-gi udev gcc"
+# What the bench needs beyond the build: umockdev and its Python binding (the testbed), udevadm (the baseline), cc,
+# libudev's headers (the relay), valgrind (instruction counts).
+packages="umockdev gir1.2-umockdev-1.0 python3-gi udev gcc libudev-dev valgrind"
 missing=$(for p in $packages; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"; done)
 if [ -n "$missing" ]; then
     echo "bench: installing $missing" >&2
@@ -40,6 +41,7 @@ for suite in $SUITES; do
         fanout) /usr/bin/python3 bench/fanout.py "$BIN" "$TOOLS" --repeats "$REPEATS" ;;
         memory) /usr/bin/python3 bench/memory.py "$BIN" --repeats "$REPEATS" ;;
         startup) /usr/bin/python3 bench/startup.py "$BIN" --repeats "$(( REPEATS > 5 ? REPEATS : 5 ))" ;;
-        *) echo "bench: unknown suite '$suite' (stream fanout memory startup)" >&2; exit 64 ;;
+        instructions) /usr/bin/python3 bench/instructions.py "$BIN" "$TOOLS" "$CLIENT" ;;
+        *) echo "bench: unknown suite '$suite' (stream fanout memory startup instructions)" >&2; exit 64 ;;
     esac
 done
