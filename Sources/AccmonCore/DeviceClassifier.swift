@@ -19,6 +19,8 @@ public enum DeviceClassifier {
     /// What ``DeviceTracker/apply(_:)`` and ``classify(_:)`` read of a device beyond its own fields and properties:
     /// a source fills only these into the ``DeviceRecord`` (each sysfs attribute and ancestor costs system calls).
     public struct RecordNeeds: Sendable, Hashable {
+        /// The device's ``propertyNames`` (a `remove` or `unbind` needs none).
+        public var properties = true
         /// The device's own ``usbDeviceAttributes``.
         public var attributes = false
         /// ``DeviceRecord/usbDevice``, ``DeviceRecord/usbInterface``, ``DeviceRecord/hidDevice``.
@@ -38,7 +40,10 @@ public enum DeviceClassifier {
     /// only its syspath.
     public static func needs(action: String, subsystem: String, devtype: String, sysname: String) -> RecordNeeds {
         var needs = RecordNeeds()
-        if action == "remove" || action == "unbind" { return needs }
+        if action == "remove" || action == "unbind" {
+            needs.properties = false
+            return needs
+        }
         switch subsystem {
         case "usb" where devtype == "usb_device":
             needs.attributes = true

@@ -52,7 +52,7 @@ public final class UdevDevice {
         self.init(owning: pointer)
     }
 
-    /// Copies out what classification needs: the device's fields and properties, and what
+    /// Copies out what classification needs: the device's fields and (unless it is going away) properties, and what
     /// ``DeviceClassifier/needs(action:subsystem:devtype:sysname:)`` asks for of its chosen attributes and of its
     /// `usb_device`, `usb_interface` and `hid` ancestors. Each attribute and ancestor costs sysfs reads, so no more
     /// is read than the decision uses (a `remove` reads nothing from sysfs).
@@ -63,7 +63,7 @@ public final class UdevDevice {
         let sysname = Self.text(udev_device_get_sysname(pointer))
         let syspath = Self.text(udev_device_get_syspath(pointer))
         let needs = DeviceClassifier.needs(action: action, subsystem: subsystem, devtype: devtype, sysname: sysname)
-        let properties = Self.properties(pointer)
+        let properties = needs.properties ? Self.properties(pointer) : [:]
         let directory = needs.attributes ? SysfsDirectory(syspath) : nil
         return DeviceRecord(
             action: action,

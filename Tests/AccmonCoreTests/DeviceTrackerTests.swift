@@ -1,5 +1,6 @@
-import AccmonCore
 import Testing
+
+@testable import AccmonCore
 
 /// Records shaped like what libudev reports for an FTDI adapter, a hub and a Bluetooth keyboard.
 enum Devices {
@@ -206,5 +207,43 @@ extension SourceEvent {
         case .attached(let key, _), .detached(let key): key
         case .inventory(let prefix, _): prefix
         }
+    }
+}
+
+/// What a source must copy out of libudev for each kind of event: no more than the tracker reads.
+@Suite struct RecordNeedsTests {
+    @Test(arguments: ["remove", "unbind"])
+    func aDeviceGoingAwayNeedsNothingButItsPath(action: String) {
+        for (subsystem, devtype, sysname) in [
+            ("usb", "usb_device", "1-2"), ("tty", "", "ttyUSB0"), ("input", "", "event5"),
+        ] {
+            let needs = DeviceClassifier.needs(action: action, subsystem: subsystem, devtype: devtype, sysname: sysname)
+            #expect(needs == DeviceClassifier.RecordNeeds(properties: false), "\(action) \(sysname)")
+        }
+    }
+
+    @Test func anArrivingDeviceNeedsWhatItsClassificationReads() {
+        typealias Needs = DeviceClassifier.RecordNeeds
+        #expect(
+            DeviceClassifier.needs(action: "add", subsystem: "usb", devtype: "usb_device", sysname: "1-2")
+                == Needs(attributes: true))
+        #expect(
+            DeviceClassifier.needs(action: "change", subsystem: "tty", devtype: "", sysname: "ttyACM0")
+                == Needs(usbDevice: true, usbInterface: true))
+        #expect(
+            DeviceClassifier.needs(action: "add", subsystem: "input", devtype: "", sysname: "event5")
+                == Needs(hidDevice: true))
+        #expect(DeviceClassifier.needs(action: "add", subsystem: "tty", devtype: "", sysname: "ttyS0") == Needs())
+    }
+
+    /// A remove applied from a record without properties (what the source now builds) reports what a full one does.
+    @Test func aRemoveWithoutPropertiesDetachesAsAFullOneDoes() {
+        var tracker = DeviceTracker()
+        let attached = tracker.apply(Devices.ftdi("add"))
+        #expect(attached.events.count == 1)
+        var bare = Devices.ftdi("remove")
+        bare.properties = [:]
+        bare.attributes = [:]
+        #expect(tracker.apply(bare).events == [.detached(key: Devices.ftdiPath)])
     }
 }
