@@ -746,6 +746,10 @@ final class Broker {
             self.listener = nil
             removeSocketFile()
         }
+        // From here the poller waits only for clients to take the goodbye: a source or a wakeup that stays readable
+        // (nothing takes its events any more) would make every wait return at once.
+        poller.remove(sink.wakeup.descriptor)
+        for source in loopDrivenSources { poller.remove(source.readinessDescriptor) }
         let goodbye = codec.encode(.shutdown(reason: "the daemon is shutting down"))
         for session in sessions.values where pendingClose[session.number] == nil {
             session.outbound.append(goodbye)

@@ -178,6 +178,45 @@ struct ServiceManagerTests {
         #expect(!otherNotify.messages.contains("WATCHDOG=1"), "pinged without a watchdog: \(otherNotify.messages)")
     }
 
+    /// While it gives a client that does not read its 2 s to take the goodbye, accmond waits for that client only:
+    /// the watchdog's wake-ups of the (finished) loop, or a source's events, must not make it spin.
+    @Test func theShutdownGraceDoesNotSpinOnWakeupsNobodyTakes() async throws {
+        let directory = try TemporaryDirectory()
+        let socketPath = directory.file("accmond.sock")
+        let (daemon, notify) = try startNotifying(
+            directory, ["--socket", socketPath, "--simulate", "--no-udev", "--max-client-buffer", "65536"],
+            environment: ["WATCHDOG_USEC": "20000"])  // a wake-up of the loop every 10 ms
+        defer { daemon.kill() }
+        try #require(await notify.waitFor { assignments($0)["READY"] == "1" } != nil, "no READY=1: \(daemon.stderr)")
+        // A client that asks for 3,000 status replies and reads none: the socket fills and replies wait in accmond.
+        let stuck = try RawSocket(path: socketPath)
+        try stuck.send((1...3000).map { #"{"id":\#($0),"type":"status"}"# + "\n" }.joined())
+        let observer = try await AccmonConnection.connect(socketPath: socketPath, clientName: "observer")
+        defer { observer.close() }
+        let filled = await eventually(timeout: .seconds(10)) {
+            let clients = (try? await observer.status().clients) ?? []  // try?: asked again
+            return clients.contains { $0.outboundBytes > 0 }
+        }
+        try #require(filled, "the stuck client's replies never waited in accmond")
+        observer.close()
+        daemon.send(SIGTERM)
+        try await Task.sleep(for: .milliseconds(200))
+        let before = try cpuMilliseconds(of: daemon.pid)
+        try await Task.sleep(for: .milliseconds(1200))
+        let used = try cpuMilliseconds(of: daemon.pid) - before
+        #expect(used < 300, "accmond used \(used) ms of CPU in 1.2 s of shutdown grace")
+        #expect(await daemon.waitForExit() == .exited(0), "log: \(daemon.stderr)")
+    }
+
+    /// User + system CPU time of process `pid`, from /proc/PID/stat.
+    private func cpuMilliseconds(of pid: pid_t) throws -> Int {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // Fields after the command name (which ends at the last ')'): state is field 3, utime 14, stime 15.
+        let fields = stat[stat.index(after: try #require(stat.lastIndex(of: ")")))...].split(separator: " ")
+        let ticks = try #require(Int(fields[11])) + (try #require(Int(fields[12])))
+        return ticks * 1000 / Int(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     @Test func sigtermSendsStoppingBeforeTheDaemonExits() async throws {
         let directory = try TemporaryDirectory()
         let socketPath = directory.file("accmond.sock")
