@@ -134,12 +134,17 @@ private func ueventNumbers(_ text: String?, radix: Int) -> (Int, Int, Int)? {
 
 /// `value` as `digits` lowercase hex digits, zero-padded (`value` must fit).
 func lowercaseHex(_ value: Int, digits: Int) -> String {
-    var bytes = [UInt8](repeating: UInt8(ascii: "0"), count: digits)
-    var rest = value
-    for index in stride(from: digits - 1, through: 0, by: -1) {
-        let digit = UInt8(rest & 0xF)
-        bytes[index] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
-        rest >>= 4
+    String(unsafeUninitializedCapacity: digits) { bytes in
+        var rest = value
+        for index in stride(from: digits - 1, through: 0, by: -1) {
+            bytes[index] = asciiHexDigit(UInt8(rest & 0xF))
+            rest >>= 4
+        }
+        return digits
     }
-    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// The lowercase hex digit for a value below 16, as an ASCII byte.
+func asciiHexDigit(_ value: UInt8) -> UInt8 {
+    value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
 }

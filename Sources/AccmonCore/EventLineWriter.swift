@@ -101,13 +101,9 @@ enum EventLineWriter {
         case 0x0D: out.append(UInt8(ascii: "r"))
         default:
             literal("u00", into: &out)
-            out.append(hexDigit(byte >> 4))
-            out.append(hexDigit(byte & 0x0F))
+            out.append(asciiHexDigit(byte >> 4))
+            out.append(asciiHexDigit(byte & 0x0F))
         }
-    }
-
-    private static func hexDigit(_ value: UInt8) -> UInt8 {
-        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 
     /// A decimal number, without an intermediate string.

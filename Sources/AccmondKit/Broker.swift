@@ -575,19 +575,22 @@ final class Broker {
     ///
     /// The sink's come first: they include the loop-driven sources' start-up enumerations.
     private func publishSourceEvents() {
-        let reports = sink.take() + loopDrivenReports
+        for report in sink.take() { apply(report) }
+        for report in loopDrivenReports { apply(report) }
         loopDrivenReports.removeAll(keepingCapacity: true)
-        for report in reports {
-            let events: [AccessoryEvent]
-            switch report {
-            case .attached(let key, let accessory): events = registry.attach(key: key, accessory)
-            case .detached(let key): events = registry.detach(key: key)
-            case .inventory(let prefix, let keys): events = registry.reconcile(keyPrefix: prefix, present: keys)
-            }
-            for event in events {
-                reserveNumbers()
-                publish(event)
-            }
+    }
+
+    /// Applies one source report to the registry and publishes the events that result.
+    private func apply(_ report: SourceEvent) {
+        let events: [AccessoryEvent]
+        switch report {
+        case .attached(let key, let accessory): events = registry.attach(key: key, accessory)
+        case .detached(let key): events = registry.detach(key: key)
+        case .inventory(let prefix, let keys): events = registry.reconcile(keyPrefix: prefix, present: keys)
+        }
+        for event in events {
+            reserveNumbers()
+            publish(event)
         }
     }
 
