@@ -52,32 +52,55 @@ public final class UdevDevice {
         self.init(owning: pointer)
     }
 
-    /// Copies out what classification needs: the device's fields and (unless it is going away) properties, and what
+    /// The record of this device for `action` (empty for a coldplug enumeration): what classification needs, its
+    /// fields and (unless it is going away) properties, and what
     /// ``DeviceClassifier/needs(action:subsystem:devtype:sysname:)`` asks for of its chosen attributes and of its
     /// `usb_device`, `usb_interface` and `hid` ancestors. Each attribute and ancestor costs sysfs reads, so no more
     /// is read than the decision uses (a `remove` reads nothing from sysfs).
-    public func record(action: String? = nil) -> DeviceRecord {
-        let action = action ?? Self.text(udev_device_get_action(pointer))
+    public func record(action: String) -> DeviceRecord {
         let subsystem = Self.text(udev_device_get_subsystem(pointer))
         let devtype = Self.text(udev_device_get_devtype(pointer))
         let sysname = Self.text(udev_device_get_sysname(pointer))
-        let syspath = Self.text(udev_device_get_syspath(pointer))
         let needs = DeviceClassifier.needs(action: action, subsystem: subsystem, devtype: devtype, sysname: sysname)
-        let properties = needs.properties ? Self.properties(pointer) : [:]
-        let directory = needs.attributes ? SysfsDirectory(syspath) : nil
-        return DeviceRecord(
-            action: action,
-            syspath: syspath,
-            subsystem: subsystem,
-            devtype: devtype,
-            sysname: sysname,
-            devnode: Self.text(udev_device_get_devnode(pointer)),
-            properties: properties,
-            attributes: directory?.usbDeviceAttributes(properties) ?? [:],
-            usbDevice: needs.usbDevice ? ancestor("usb", "usb_device", usbDeviceAttributes) : nil,
-            usbInterface: needs.usbInterface ? ancestor("usb", "usb_interface", ["bInterfaceNumber"]) : nil,
-            hidDevice: needs.hidDevice ? ancestor("hid", nil, []) : nil,
-            descriptorsSHA256: directory?.descriptorsHash() ?? "")
+        return Self.record(
+            DeviceRecord(
+                action: action, syspath: Self.text(udev_device_get_syspath(pointer)), subsystem: subsystem,
+                devtype: devtype, sysname: sysname, devnode: Self.text(udev_device_get_devnode(pointer)),
+                properties: needs.properties ? Self.properties(pointer) : [:]),
+            completedWith: needs, ancestorsOf: self)
+    }
+
+    /// The record of a monitor event: its fields and properties from the message, then sysfs attributes and
+    /// ancestors as for ``record(action:)``. libudev looks the ancestors up only when the classifier needs them (a
+    /// serial port's USB device, an input node's HID device); a USB device's event costs no libudev call.
+    public static func record(of message: UdevMonitorMessage, context: UdevContext) -> DeviceRecord {
+        let sysname = message.sysname
+        let needs = DeviceClassifier.needs(
+            action: message.action, subsystem: message.subsystem, devtype: message.devtype, sysname: sysname)
+        let record = DeviceRecord(
+            action: message.action, syspath: message.syspath, subsystem: message.subsystem, devtype: message.devtype,
+            sysname: sysname, devnode: message.devnode, properties: needs.properties ? message.properties : [:])
+        let wantsAncestors = needs.usbDevice || needs.usbInterface || needs.hidDevice
+        // A device gone since its event has no object any more: the record then has no ancestors.
+        let device = wantsAncestors ? UdevDevice(context: context, syspath: record.syspath) : nil
+        return Self.record(record, completedWith: needs, ancestorsOf: device)
+    }
+
+    /// `record` with the sysfs attributes and ancestors that `needs` asks for.
+    private static func record(
+        _ record: DeviceRecord, completedWith needs: DeviceClassifier.RecordNeeds, ancestorsOf device: UdevDevice?
+    ) -> DeviceRecord {
+        var record = record
+        if needs.attributes, let directory = SysfsDirectory(record.syspath) {
+            record.attributes = directory.usbDeviceAttributes(record.properties)
+            record.descriptorsSHA256 = directory.descriptorsHash()
+        }
+        if let device {
+            if needs.usbDevice { record.usbDevice = device.ancestor("usb", "usb_device", usbDeviceAttributes) }
+            if needs.usbInterface { record.usbInterface = device.ancestor("usb", "usb_interface", ["bInterfaceNumber"]) }
+            if needs.hidDevice { record.hidDevice = device.ancestor("hid", nil, []) }
+        }
+        return record
     }
 
     private func ancestor(_ subsystem: String, _ devtype: String?, _ attributeNames: [String]) -> AncestorRecord? {
@@ -182,19 +205,39 @@ final class SysfsDirectory {
     }
 }
 
+/// What one read of a ``UdevMonitor``'s socket gave.
+public enum UdevMonitorReceipt {
+    /// A device event from udevd.
+    case event(UdevMonitorMessage)
+    /// A datagram dropped, as libudev drops it: not from udevd (a sender that is not root, a unicast, the kernel's
+    /// group), or malformed. `reason` says which.
+    case dropped(reason: String)
+}
+
 /// A udev monitor on the `udev` netlink group: events after udev's rules ran, so device nodes exist.
+///
+/// libudev opens the socket (netlink, the subsystem filter in the kernel, `SO_PASSCRED`, the receive buffer); the
+/// datagrams are read here and parsed by ``UdevMonitorMessage``, with libudev's checks of the sender.
 public final class UdevMonitor {
     let pointer: OpaquePointer
+    /// Large enough for any message udevd sends (its properties are a few KiB at most); a longer one is reported.
+    private static let bufferBytes = 65_536
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferBytes, alignment: 8)
+    private let propertyNames = UdevPropertyNames(DeviceClassifier.propertyNames)
+    private let subsystems: Set<String>
 
-    /// Creates a monitor filtered by subsystem (in the kernel-side filter) and starts receiving.
+    /// Creates a monitor filtered by subsystem (in the kernel-side filter, and again on each message) and starts
+    /// receiving.
     ///
     /// Tags are not used for filtering: tag filters do not work under umockdev and accmond must work without its
     /// rules installed.
     public init(context: UdevContext, subsystems: [String], receiveBufferBytes: Int32) throws(UdevError) {
         guard let pointer = udev_monitor_new_from_netlink(context.pointer, "udev") else {
+            buffer.deallocate()
             throw UdevError(operation: "udev_monitor_new_from_netlink", object: "udev", errno: .current)
         }
         self.pointer = pointer
+        self.subsystems = Set(subsystems)
         for subsystem in subsystems {
             let result = udev_monitor_filter_add_match_subsystem_devtype(pointer, subsystem, nil)
             if result < 0 {
@@ -211,25 +254,39 @@ public final class UdevMonitor {
         }
     }
 
-    deinit { udev_monitor_unref(pointer) }
+    deinit {
+        udev_monitor_unref(pointer)
+        buffer.deallocate()
+    }
 
     /// The monitor's socket, to poll for readability.
     public var descriptor: FileDescriptor { FileDescriptor(rawValue: udev_monitor_get_fd(pointer)) }
 
-    /// The next device event; `nil` when none is pending.
-    /// - Throws: ``UdevError`` when the socket failed, for example `ENOBUFS` after events were lost.
-    public func receive() throws(UdevError) -> UdevDevice? {
-        errno = 0
-        guard let device = udev_monitor_receive_device(pointer) else {
-            let error = Errno.current
-            // EAGAIN: nothing pending. 0 or EINVAL-like values: a message libudev dropped (bad sender, filtered).
-            if error == .wouldBlock || error.rawValue == 0 || error == .interrupted { return nil }
-            if error.rawValue == ENOBUFS || error.rawValue == EBADF || error.rawValue == ENOTSOCK {
-                throw UdevError(operation: "udev_monitor_receive_device", object: "udev", errno: error)
-            }
-            return nil
+    /// Reads the next datagram; `nil` when none is pending.
+    /// - Throws: ``UdevError`` when the socket failed (`ENOBUFS`: events were lost) or a message did not fit the
+    ///   buffer: either way events are missing, and the caller re-enumerates.
+    public func receive() throws(UdevError) -> UdevMonitorReceipt? {
+        let received: (length: Int, sender: DatagramSender)?
+        do {
+            received = try Datagram.receive(from: descriptor, into: buffer)
+        } catch {
+            throw UdevError(operation: "recvmsg", object: "udev", errno: error)
         }
-        return UdevDevice(owning: device)
+        guard let (length, sender) = received else { return nil }
+        if let problem = UdevMonitorMessage.senderProblem(
+            groups: sender.netlinkGroups, portID: sender.netlinkPortID, uid: sender.uid)
+        {
+            return .dropped(reason: problem)
+        }
+        switch UdevMonitorMessage.parse(UnsafeRawBufferPointer(rebasing: buffer[..<length]), keeping: propertyNames) {
+        case .success(let message):
+            guard subsystems.contains(message.subsystem) else {
+                return .dropped(reason: "subsystem '\(message.subsystem)' is not watched")
+            }
+            return .event(message)
+        case .failure(let rejection):
+            return .dropped(reason: rejection.reason)
+        }
     }
 }
 

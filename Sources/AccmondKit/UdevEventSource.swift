@@ -3,7 +3,11 @@ import AccmonSys
 import AccmonUdev
 import Synchronization
 
-/// The real event source: libudev's monitor on the `udev` netlink group plus a coldplug enumeration.
+/// The real event source: udev's monitor on the `udev` netlink group plus a coldplug enumeration.
+///
+/// libudev opens the monitor and enumerates; the monitor's datagrams are read and parsed here
+/// (``UdevMonitorMessage``), and libudev is asked only for what a message does not carry (a serial port's USB device,
+/// an input node's HID device).
 ///
 /// It runs on the broker loop's thread (``LoopDrivenEventSource``): the loop watches an epoll descriptor of the
 /// source's own, which holds the monitor's socket and a retry timer, and calls ``takeEvents()`` when it is readable.
@@ -61,14 +65,20 @@ public final class UdevEventSource: LoopDrivenEventSource {
     /// reports.
     public func takeEvents() -> [SourceEvent] {
         state.withLock { state in
-            guard let monitor = state.connection?.monitor else {
+            guard let (context, monitor) = state.connection else {
                 return state.reopenTimer.takeExpiry() ? reopen(&state) : []
             }
             var events: [SourceEvent] = []
             do {
                 for _ in 0..<Self.eventsPerTurn {
-                    guard let device = try monitor.receive() else { break }
-                    events += apply(device.record(), to: &state.tracker)
+                    switch try monitor.receive() {
+                    case .event(let message)?:
+                        events += apply(UdevDevice.record(of: message, context: context), to: &state.tracker)
+                    case .dropped(let reason)?:
+                        logger.debug("udev: monitor message ignored: \(reason)")
+                    case nil:
+                        return events
+                    }
                 }
             } catch {
                 logger.error("udev monitor lost: \(error); reopening it and re-enumerating")

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "CAccmonShims.h"
+#include <linux/netlink.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -29,4 +30,34 @@ int CAccmonShims_peerGroups(int fd, gid_t *groups, int *count) {
     int result = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &length);
     *count = (int)(length / sizeof(gid_t));
     return result;
+}
+
+ssize_t CAccmonShims_receiveNetlinkDatagram(int fd, void *buffer, size_t size, struct CAccmonShims_NetlinkSender *sender) {
+    struct sockaddr_nl address;
+    union {
+        struct cmsghdr header;
+        char bytes[CMSG_SPACE(sizeof(struct ucred))];
+    } control;
+    struct iovec vector = {.iov_base = buffer, .iov_len = size};
+    struct msghdr message = {
+        .msg_name = &address, .msg_namelen = sizeof address, .msg_iov = &vector, .msg_iovlen = 1,
+        .msg_control = &control, .msg_controllen = sizeof control,
+    };
+    memset(&address, 0, sizeof address);
+    memset(sender, 0, sizeof *sender);
+    ssize_t length = recvmsg(fd, &message, MSG_DONTWAIT);
+    if (length < 0) return -1;
+    sender->groups = address.nl_groups;
+    sender->portID = address.nl_pid;
+    sender->truncated = (message.msg_flags & MSG_TRUNC) != 0;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_CREDENTIALS
+            && header->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred credentials;
+            memcpy(&credentials, CMSG_DATA(header), sizeof credentials);
+            sender->hasCredentials = 1;
+            sender->uid = credentials.uid;
+        }
+    }
+    return length;
 }

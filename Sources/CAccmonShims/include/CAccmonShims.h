@@ -8,6 +8,7 @@
 #include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <stdint.h>
 #include <grp.h>
 #include <pwd.h>
 
@@ -20,6 +21,20 @@ int CAccmonShims_peerCredentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /// SO_PEERGROUPS: the peer's supplementary groups at connect time. `*count` is the capacity in, the number out.
 /// Returns 0, or -1 with errno set (ERANGE: `*count` holds the number needed).
 int CAccmonShims_peerGroups(int fd, gid_t *groups, int *count);
+
+/// Who sent a datagram received on a netlink socket, as recvmsg(2) says: the sender's netlink address and its
+/// SCM_CREDENTIALS (the socket needs SO_PASSCRED).
+struct CAccmonShims_NetlinkSender {
+    uint32_t groups;       ///< nl_groups: the multicast groups it was sent to (0: unicast)
+    uint32_t portID;       ///< nl_pid: the sending socket's port (0: the kernel)
+    int hasCredentials;    ///< whether an SCM_CREDENTIALS message came with it
+    uid_t uid;             ///< the sender's uid, when hasCredentials
+    int truncated;         ///< MSG_TRUNC: the datagram was longer than the buffer
+};
+
+/// recvmsg(2) of one datagram into `buffer`, without blocking, with the sender's address and credentials in
+/// `*sender`. Returns the datagram's length, or -1 with errno set (EAGAIN: none pending).
+ssize_t CAccmonShims_receiveNetlinkDatagram(int fd, void *buffer, size_t size, struct CAccmonShims_NetlinkSender *sender);
 
 /// Names the calling thread (pthread_setname_np; at most 15 bytes).
 void CAccmonShims_nameThread(const char *name);

@@ -1,0 +1,380 @@
+/// A device event as udevd multicasts it to monitors on the `udev` netlink group, after its rules ran: parsed from
+/// the datagram's bytes.
+///
+/// The datagram is a 40-byte header (`libudev` and a NUL, the magic `0xfeedcafe` in network byte order, then in host
+/// byte order the header's size and the offset and length of the properties, then the subsystem and devtype hashes
+/// and the tag bloom filter that the monitors' socket filters read), followed by the device's properties as
+/// `KEY=VALUE` strings, each ended by a NUL. Every libudev since 2011 sends and reads this format; containers with an
+/// older or newer libudev than the host's udevd depend on it staying so.
+///
+/// libudev's `udev_monitor_receive_device` turns the same bytes into a device object that holds every property in
+/// hash maps; with its matching unref that was over half of accmond's instructions per event. ``parse(_:keeping:)``
+/// keeps only the fields and the properties accmond reads, and accepts and rejects as libudev does for them: what
+/// it rejects is what libudev would drop (checked against the real libudev in the tests), so no event is lost or
+/// invented. It does not check the fields accmond never reads (`MAJOR`, `IFINDEX`, `DEVMODE`, ...), which libudev
+/// would reject when malformed; udevd never sends them malformed.
+public struct UdevMonitorMessage: Sendable, Hashable {
+    /// The udev action: `add`, `remove`, `change`, `move`, `online`, `offline`, `bind` or `unbind`.
+    public var action: String
+    /// `DEVPATH`: the device's path under `/sys`, starting with a slash.
+    public var devpath: String
+    /// `SUBSYSTEM`.
+    public var subsystem: String
+    /// `DEVTYPE`, or empty.
+    public var devtype: String
+    /// `DEVNAME` as an absolute path under `/dev` (udevd sends it so; a relative one is put under `/dev/`, as libudev
+    /// does), or empty.
+    public var devnode: String
+    /// `SEQNUM`, the kernel's event number (never 0).
+    public var sequenceNumber: UInt64
+    /// The properties asked for that the message carries (the last one wins when a key repeats).
+    public var properties: [String: String]
+
+    /// `/sys` followed by ``devpath``.
+    public var syspath: String { "/sys" + devpath }
+
+    /// The last component of ``devpath``, with `!` read as `/` (as libudev gives it).
+    public var sysname: String {
+        let bytes = devpath.utf8
+        let start = bytes.lastIndex(of: UInt8(ascii: "/")).map { bytes.index(after: $0) } ?? bytes.startIndex
+        let name = devpath[start...]
+        guard name.utf8.contains(UInt8(ascii: "!")) else { return String(name) }
+        return String(decoding: name.utf8.map { $0 == UInt8(ascii: "!") ? UInt8(ascii: "/") : $0 }, as: UTF8.self)
+    }
+
+    /// Creates a message.
+    public init(
+        action: String, devpath: String, subsystem: String, devtype: String = "", devnode: String = "",
+        sequenceNumber: UInt64, properties: [String: String] = [:]
+    ) {
+        self.action = action
+        self.devpath = devpath
+        self.subsystem = subsystem
+        self.devtype = devtype
+        self.devnode = devnode
+        self.sequenceNumber = sequenceNumber
+        self.properties = properties
+    }
+
+    /// The actions libudev knows; a message with another is dropped.
+    public static let actions: Set<String> = ["add", "remove", "change", "move", "online", "offline", "bind", "unbind"]
+    /// The header's size, and the least offset of the properties that accmond accepts.
+    public static let headerSize = 40
+    /// `0xfeedcafe`, in network byte order in the header.
+    public static let magic: UInt32 = 0xfeed_cafe
+    private static let prefix: [UInt8] = Array("libudev".utf8) + [0]
+
+    /// Why a datagram is not to be trusted as udevd's, judged as libudev judges it: it must be a multicast (a unicast
+    /// comes from any local process), not claim the kernel's group from a user-space port, and come with the sender's
+    /// credentials showing root. `nil` when trusted. `groups` and `portID` are the sender's netlink address;
+    /// `uid` is the credentials' uid, `nil` when none came.
+    public static func senderProblem(groups: UInt32, portID: UInt32, uid: UInt32?) -> String? {
+        if groups == 0 { return "a unicast message (from port \(portID)), not udevd's multicast" }
+        if groups == kernelGroup && portID != 0 { return "on the kernel's group but from port \(portID), not the kernel" }
+        guard let uid else { return "no sender credentials came with it" }
+        guard uid == 0 else { return "sent by uid \(uid), not root" }
+        return nil
+    }
+
+    /// The netlink group of the kernel's own uevents (udevd's is 2).
+    static let kernelGroup: UInt32 = 1
+
+    /// Parses one datagram, keeping the properties in `names` (besides the fields above).
+    public static func parse(
+        _ datagram: UnsafeRawBufferPointer, keeping names: UdevPropertyNames
+    ) -> Result<UdevMonitorMessage, UdevMessageRejection> {
+        let length = datagram.count
+        // libudev's own minimum: shorter datagrams are dropped before anything else is read.
+        guard length >= 32 else { return .failure(.init("\(length) bytes is shorter than a message header")) }
+        guard datagram.starts(with: prefix) else {
+            return .failure(.init("not a udevd message (no 'libudev' header): a kernel uevent or another sender's"))
+        }
+        guard length >= headerSize else { return .failure(.init("\(length) bytes is shorter than a message header")) }
+        let magic = UInt32(bigEndian: datagram.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+        guard magic == Self.magic else {
+            return .failure(.init("header magic \(hex(magic)) is not \(hex(Self.magic)) (a format this version does not know)"))
+        }
+        let offset = Int(datagram.loadUnaligned(fromByteOffset: 16, as: UInt32.self))
+        guard offset >= headerSize, offset + 32 <= length else {
+            return .failure(.init("properties offset \(offset) is outside the \(length)-byte message"))
+        }
+        return parseProperties(UnsafeRawBufferPointer(rebasing: datagram[offset...]), keeping: names)
+    }
+
+    /// Parses the `KEY=VALUE` strings, each ended by a NUL, of a message.
+    static func parseProperties(
+        _ block: UnsafeRawBufferPointer, keeping names: UdevPropertyNames
+    ) -> Result<UdevMonitorMessage, UdevMessageRejection> {
+        var action: String?
+        var devpath: String?
+        var subsystem: String?
+        var sequence: UInt64?
+        var devtype = ""
+        var devnode = ""
+        var properties: [String: String] = [:]
+        properties.reserveCapacity(names.count)
+        let bytes = block.bindMemory(to: UInt8.self)
+        let table = names
+        var start = 0
+        var index = 0
+        while start < bytes.count {
+            index += 1
+            guard let (end, lineBreak) = entryEnd(in: block, from: start) else {
+                return .failure(.init("property \(index) is not ended by a NUL"))
+            }
+            // libudev cuts an entry at its first line break ("some devices" end values with a newline).
+            let entry = UnsafeBufferPointer(rebasing: bytes[start..<(lineBreak ?? end)])
+            start = end + 1
+            guard let equals = entry.firstIndex(of: UInt8(ascii: "=")) else {
+                return .failure(.init("property \(index) '\(text(entry))' has no '='"))
+            }
+            let key = UnsafeBufferPointer(rebasing: entry[..<equals])
+            let value = UnsafeBufferPointer(rebasing: entry[(equals + 1)...])
+            switch UdevPropertyNames.field(key) {
+            case .action:
+                let name = text(value)
+                guard actions.contains(name) else { return .failure(.init("ACTION '\(name)' is not a udev action")) }
+                action = name
+            case .devpath:
+                devpath = text(value)
+            case .subsystem:
+                subsystem = text(value)
+            case .devtype:
+                devtype = text(value)
+            case .devname:
+                let name = text(value)
+                devnode = name.utf8.first == UInt8(ascii: "/") ? name : "/dev/" + name
+            case .sequenceNumber:
+                guard let number = unsignedNumber(value), number > 0 else {
+                    return .failure(.init("SEQNUM '\(text(value))' is not a positive number"))
+                }
+                sequence = number
+            case nil:
+                guard let name = table.name(key) else { break }
+                if name == "DEVLINKS", let links = properties[name] {
+                    // libudev keeps the links of every DEVLINKS entry, each once.
+                    properties[name] = joinedLinks(links, text(value))
+                } else {
+                    properties[name] = text(value)
+                }
+            }
+        }
+        guard let action, let devpath, let subsystem, let sequence else {
+            return .failure(.init("it lacks DEVPATH, SUBSYSTEM, ACTION or SEQNUM"))
+        }
+        guard let simplified = simplifiedDevpath(devpath) else {
+            return .failure(.init("DEVPATH '\(devpath)' is not an absolute path with a device name and no '..'"))
+        }
+        return .success(
+            UdevMonitorMessage(
+                action: action, devpath: simplified, subsystem: subsystem, devtype: devtype, devnode: devnode,
+                sequenceNumber: sequence, properties: properties))
+    }
+
+    /// The space-separated links of `first`, then those of `second` that `first` does not have.
+    private static func joinedLinks(_ first: String, _ second: String) -> String {
+        var links = first.split(separator: " ")
+        for link in second.split(separator: " ") where !links.contains(link) { links.append(link) }
+        return links.joined(separator: " ")
+    }
+
+    /// A `DEVPATH` as libudev keeps it (repeated slashes, `.` components and a trailing slash removed), or `nil`
+    /// when it is not absolute or names nothing (`/`), as libudev finds, or (stricter than libudev: the path is
+    /// opened in sysfs) when it has a `..` component.
+    static func simplifiedDevpath(_ devpath: String) -> String? {
+        var path = devpath
+        return path.withUTF8 { bytes -> String? in
+            guard bytes.first == UInt8(ascii: "/") else { return nil }
+            var simplified: [UInt8] = []
+            var changed = false
+            var componentStart = 1
+            for end in 1...bytes.count where end == bytes.count || bytes[end] == UInt8(ascii: "/") {
+                let component = UnsafeBufferPointer(rebasing: bytes[componentStart..<end])
+                componentStart = end + 1
+                if component.elementsEqual("..".utf8) { return nil }
+                if component.isEmpty || component.elementsEqual(".".utf8) {
+                    changed = true
+                    continue
+                }
+                simplified.append(UInt8(ascii: "/"))
+                simplified += component
+            }
+            guard !simplified.isEmpty else { return nil }
+            return changed ? String(decoding: simplified, as: UTF8.self) : devpath
+        }
+    }
+
+    /// Where the entry at `start` ends (its NUL) and its first line break (CR or LF) if any; `nil` when no NUL
+    /// follows. Eight bytes at a time: values run to dozens of bytes, and this is most of the parse.
+    private static func entryEnd(in bytes: UnsafeRawBufferPointer, from start: Int) -> (end: Int, lineBreak: Int?)? {
+        var lineBreak: Int?
+        var position = start
+        while position + 8 <= bytes.count {
+            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+            let stops = zeroBytes(word) | (lineBreak == nil ? zeroBytes(word ^ lineFeeds) | zeroBytes(word ^ returns) : 0)
+            if stops == 0 {
+                position += 8
+                continue
+            }
+            // Look at the stop bytes one by one (the bit trick can flag a byte after a real stop, never before).
+            let first = position + stops.trailingZeroBitCount / 8
+            for offset in first..<(position + 8) {
+                switch bytes[offset] {
+                case 0: return (offset, lineBreak)
+                case UInt8(ascii: "\n"), UInt8(ascii: "\r"): if lineBreak == nil { lineBreak = offset }
+                default: break
+                }
+            }
+            position += 8
+        }
+        while position < bytes.count {
+            switch bytes[position] {
+            case 0: return (position, lineBreak)
+            case UInt8(ascii: "\n"), UInt8(ascii: "\r"): if lineBreak == nil { lineBreak = position }
+            default: break
+            }
+            position += 1
+        }
+        return nil
+    }
+
+    private static let lineFeeds: UInt64 = 0x0A0A_0A0A_0A0A_0A0A
+    private static let returns: UInt64 = 0x0D0D_0D0D_0D0D_0D0D
+
+    /// The high bit set in each byte of the result where `word` has a zero byte (and possibly in bytes above the
+    /// first zero byte, never below it).
+    private static func zeroBytes(_ word: UInt64) -> UInt64 {
+        (word &- 0x0101_0101_0101_0101) & ~word & 0x8080_8080_8080_8080
+    }
+
+    /// A number as libudev reads `SEQNUM` (C's `strtoull` with base 0, whole text): leading white space, an optional
+    /// `+`, then hex after `0x`, octal after `0`, else decimal; `nil` when anything else is left or it overflows.
+    static func unsignedNumber(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64? {
+        var position = 0
+        while position < bytes.count, [0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D].contains(bytes[position]) { position += 1 }
+        if position < bytes.count && bytes[position] == UInt8(ascii: "+") { position += 1 }
+        var radix: UInt64 = 10
+        if position < bytes.count && bytes[position] == UInt8(ascii: "0") {
+            if position + 2 < bytes.count && (bytes[position + 1] | 0x20) == UInt8(ascii: "x")
+                && hexDigit(bytes[position + 2]) != nil
+            {
+                radix = 16
+                position += 2
+            } else {
+                radix = 8
+            }
+        }
+        guard position < bytes.count else { return nil }
+        var number: UInt64 = 0
+        while position < bytes.count {
+            guard let digit = hexDigit(bytes[position]), UInt64(digit) < radix else { return nil }
+            let (times, overflow) = number.multipliedReportingOverflow(by: radix)
+            let (sum, carry) = times.addingReportingOverflow(UInt64(digit))
+            guard !overflow, !carry else { return nil }
+            number = sum
+            position += 1
+        }
+        return number
+    }
+
+    private static func hexDigit(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    private static func text(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hex(_ value: UInt32) -> String {
+        "0x" + lowercaseHex(Int(value), digits: 8)
+    }
+}
+
+/// Why a udev monitor message was dropped.
+public struct UdevMessageRejection: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What is wrong with it.
+    public var reason: String
+
+    /// Creates a rejection.
+    public init(_ reason: String) { self.reason = reason }
+
+    public var description: String { reason }
+}
+
+/// The property names a ``UdevMonitorMessage`` keeps, matched against a message's keys as bytes (no string is made
+/// for a property that is not kept).
+public struct UdevPropertyNames: Sendable {
+    /// The fields every message has, read into ``UdevMonitorMessage``'s own members.
+    enum Field {
+        case action, devpath, subsystem, devtype, devname, sequenceNumber
+    }
+
+    /// A kept name as numbers: its length and its first and last (up to) eight bytes, which tell apart any two names
+    /// of up to sixteen bytes; longer ones are then compared whole. Trivial, so that a search retains nothing.
+    private struct Probe {
+        var length: Int
+        var head: UInt64
+        var tail: UInt64
+
+        init(_ bytes: UnsafeBufferPointer<UInt8>) {
+            length = bytes.count
+            if bytes.count >= 8 {
+                let raw = UnsafeRawBufferPointer(bytes)
+                head = raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)
+                tail = raw.loadUnaligned(fromByteOffset: bytes.count - 8, as: UInt64.self)
+            } else {
+                var word: UInt64 = 0
+                for offset in 0..<bytes.count { word |= UInt64(bytes[offset]) << (8 * offset) }
+                (head, tail) = (word, word)
+            }
+        }
+    }
+
+    private let probes: [Probe]
+    private let names: [String]
+
+    /// Keeps `names`.
+    public init(_ names: [String]) {
+        self.names = names
+        probes = names.map { name in Array(name.utf8).withUnsafeBufferPointer(Probe.init) }
+    }
+
+    /// How many names are kept.
+    public var count: Int { names.count }
+
+    static func field(_ key: UnsafeBufferPointer<UInt8>) -> Field? {
+        func equals(_ name: StaticString) -> Bool {
+            name.utf8CodeUnitCount == key.count && memoryEqual(key, name.utf8Start, key.count)
+        }
+        switch key.count {
+        case 6: return equals("ACTION") ? .action : equals("SEQNUM") ? .sequenceNumber : nil
+        case 7: return equals("DEVPATH") ? .devpath : equals("DEVTYPE") ? .devtype : equals("DEVNAME") ? .devname : nil
+        case 9: return equals("SUBSYSTEM") ? .subsystem : nil
+        default: return nil
+        }
+    }
+
+    func name(_ key: UnsafeBufferPointer<UInt8>) -> String? {
+        guard !key.isEmpty else { return nil }
+        let probe = Probe(key)
+        let found = probes.withUnsafeBufferPointer { probes in
+            probes.firstIndex { $0.length == probe.length && $0.head == probe.head && $0.tail == probe.tail }
+        }
+        guard let found else { return nil }
+        let name = names[found]
+        if key.count <= 16 { return name }
+        var whole = name
+        return whole.withUTF8 { memoryEqual(key, $0.baseAddress!, key.count) } ? name : nil
+    }
+}
+
+/// Whether the first `count` bytes of `bytes` and `other` are equal.
+private func memoryEqual(_ bytes: UnsafeBufferPointer<UInt8>, _ other: UnsafePointer<UInt8>, _ count: Int) -> Bool {
+    for offset in 0..<count where bytes[offset] != other[offset] { return false }
+    return true
+}
