@@ -47,6 +47,7 @@ parser.add_argument("--only", choices=["latency", "burst"])
 parser.add_argument("--keep", action="store_true", help="keep the work directory (receivers' output and logs)")
 parser.add_argument("--client-prefix", default="", help="a command to run the AccmonClient app under")
 parser.add_argument("--accmond-prefix", default="", help="a command to run accmond under, such as 'perf record -g -o F --'")
+parser.add_argument("--udevadm-prefix", default="", help="a command to run udevadm monitor under")
 options = parser.parse_args()
 
 MACHINE = {"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()}
@@ -217,7 +218,7 @@ try:
     # (umockdev names the emulated socket after the fd; same number, same path: the last bind wins).
     before = event_sockets()
     spare = [os.open("/dev/null", os.O_RDONLY) for _ in range(6)]
-    udevadm, udevadm_path = stamped(["udevadm", "monitor", "--udev"], "udevadm", dict(os.environ), pass_fds=spare)
+    udevadm, udevadm_path = stamped(options.udevadm_prefix.split() + ["udevadm", "monitor", "--udev"], "udevadm", dict(os.environ), pass_fds=spare)
     for fd in spare:
         os.close(fd)
     udevadm_socket = wait_for(lambda: event_sockets() - before, 10, "udevadm's monitor socket").pop()
