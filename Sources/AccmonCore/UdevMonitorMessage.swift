@@ -185,22 +185,25 @@ public struct UdevMonitorMessage: Sendable, Hashable {
         var path = devpath
         return path.withUTF8 { bytes -> String? in
             guard bytes.first == UInt8(ascii: "/") else { return nil }
+            // The usual case, a clean path, costs one pass and no copy.
+            var clean = bytes.count > 1 && bytes[bytes.count - 1] != UInt8(ascii: "/")
+            for index in 1..<bytes.count where clean && bytes[index - 1] == UInt8(ascii: "/") {
+                clean = bytes[index] != UInt8(ascii: "/") && bytes[index] != UInt8(ascii: ".")
+            }
+            if clean { return devpath }
             var simplified: [UInt8] = []
-            var changed = false
             var componentStart = 1
             for end in 1...bytes.count where end == bytes.count || bytes[end] == UInt8(ascii: "/") {
                 let component = UnsafeBufferPointer(rebasing: bytes[componentStart..<end])
                 componentStart = end + 1
-                if component.elementsEqual("..".utf8) { return nil }
-                if component.isEmpty || component.elementsEqual(".".utf8) {
-                    changed = true
-                    continue
+                if component.count == 2 && component[0] == UInt8(ascii: ".") && component[1] == UInt8(ascii: ".") {
+                    return nil
                 }
+                if component.isEmpty || (component.count == 1 && component[0] == UInt8(ascii: ".")) { continue }
                 simplified.append(UInt8(ascii: "/"))
                 simplified += component
             }
-            guard !simplified.isEmpty else { return nil }
-            return changed ? String(decoding: simplified, as: UTF8.self) : devpath
+            return simplified.isEmpty ? nil : String(decoding: simplified, as: UTF8.self)
         }
     }
 
