@@ -137,7 +137,7 @@ public final class UdevDevice {
 
 /// A device's sysfs directory, opened once to read several attributes.
 ///
-/// Each attribute is one `openat` relative to the directory and one `read`, where libudev's
+/// Each attribute is one `openat` relative to the directory and one `pread` at offset 0, where libudev's
 /// `udev_device_get_sysattr_value` resolves the whole path twice (`lstat`, then `open`): attribute reads were
 /// about a third of accmond's time per event. Values come out as libudev gives them: the text up to the first NUL,
 /// without trailing newlines; `nil` when the attribute is missing or unreadable.
@@ -184,8 +184,10 @@ final class SysfsDirectory {
         return (try? SHA256.hexDigest(bytes)) ?? ""  // try?: without libcrypto's answer the hash is unknown
     }
 
-    /// Up to `limit` bytes of the file `name`. A sysfs text attribute is produced whole by the first `read` (as
-    /// libudev reads it, once); a binary one such as `descriptors` is read until end of file.
+    /// Up to `limit` bytes of the file `name`. A sysfs text attribute is produced whole by the first read (as
+    /// libudev reads it, once); a binary one such as `descriptors` is read until end of file. `pread`, which on a
+    /// fresh descriptor is `read`, also skips umockdev's wrapper of `read` (two `sigprocmask` calls per read, which
+    /// the benchmarks would otherwise charge to accmond).
     private func contents(_ name: String, limit: Int, wholeInOneRead: Bool = false) -> [UInt8]? {
         let file = openat(descriptor, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard file >= 0 else { return nil }
@@ -193,7 +195,7 @@ final class SysfsDirectory {
         var failed = false
         let bytes = [UInt8](unsafeUninitializedCapacity: limit) { buffer, filled in
             while filled < limit {
-                let count = Glibc.read(file, buffer.baseAddress! + filled, limit - filled)
+                let count = pread(file, buffer.baseAddress! + filled, limit - filled, off_t(filled))
                 if count < 0 && errno == EINTR { continue }
                 if count < 0 { failed = true }
                 if count <= 0 { break }
