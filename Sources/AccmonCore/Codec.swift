@@ -147,11 +147,17 @@ public struct ProtocolCodec {
 
     /// Encodes a server message as one line, newline included.
     public func encode(_ message: ServerMessage) -> [UInt8] {
-        if case .event(let event) = message { return EventLineWriter.line(event) }  // the hot path, written directly
-        return line(ServerMessageCoding(message: message))
+        // Events and the replies of the request path are written directly; the rest with JSONEncoder.
+        switch message {
+        case .event(let event): EventLineWriter.line(event)
+        case .ok(let id, let connectionID): ReplyLineWriter.ok(id: id, connectionID: connectionID)
+        case .error(let id, let error): ReplyLineWriter.error(id: id, error)
+        default: line(ServerMessageCoding(message: message))
+        }
     }
 
-    /// Encodes a server message with JSONEncoder, whatever its kind: what ``EventLineWriter`` must match.
+    /// Encodes a server message with JSONEncoder, whatever its kind: what ``EventLineWriter`` and
+    /// ``ReplyLineWriter`` must match.
     func encodeWithJSONEncoder(_ message: ServerMessage) -> [UInt8] {
         line(ServerMessageCoding(message: message))
     }

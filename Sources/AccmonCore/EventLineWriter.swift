@@ -107,7 +107,7 @@ enum EventLineWriter {
     }
 
     /// A decimal number, without an intermediate string.
-    private static func number(_ value: UInt64, into out: inout [UInt8]) {
+    static func number(_ value: UInt64, into out: inout [UInt8]) {
         var divisor: UInt64 = 1
         while value / divisor >= 10 { divisor *= 10 }
         var rest = value
@@ -118,7 +118,7 @@ enum EventLineWriter {
         }
     }
 
-    private static func literal(_ text: StaticString, into out: inout [UInt8]) {
+    static func literal(_ text: StaticString, into out: inout [UInt8]) {
         text.withUTF8Buffer { out.append(contentsOf: $0) }
     }
 }

@@ -72,3 +72,31 @@ enum Fixtures {
             rejection: Bool.random(using: &random) ? text() : nil)
     }
 }
+
+extension Fixtures {
+    /// Characters clients usually send: letters, digits, punctuation, DEL and non-ASCII; nothing JSON escapes.
+    private static let plainAlphabet: [Unicode.Scalar] = [
+        "a", "Z", "0", " ", "-", "_", ".", ":", "/", "\u{7F}", "é", "ß", "中", "\u{2028}", "😀",
+    ]
+
+    /// A string of 0 to 12 characters from ``plainAlphabet`` or, half of the time, a ``randomText(using:)``.
+    static func randomRequestText(using random: inout SplitMix64) -> String {
+        guard Bool.random(using: &random) else { return randomText(using: &random) }
+        var value = ""
+        for _ in 0..<Int.random(in: 0...12, using: &random) {
+            value.unicodeScalars.append(plainAlphabet.randomElement(using: &random)!)
+        }
+        return value
+    }
+
+    /// A request id: absent, an integer (extremes among them), or a ``randomRequestText(using:)``.
+    static func randomRequestID(using random: inout SplitMix64) -> RequestID? {
+        switch random.next(below: 6) {
+        case 0: nil
+        case 1: .number(Int64(bitPattern: random.next()))
+        case 2: .number([0, 1, -1, Int64.max, Int64.min].randomElement(using: &random)!)
+        case 3: .number(Int64.random(in: -1000...1000, using: &random))
+        default: .string(randomRequestText(using: &random))
+        }
+    }
+}
