@@ -20,6 +20,20 @@ public struct ProtocolCodec {
     ///
     /// - Returns: the message, or the error to send back, with the request id when one could be read.
     public func decodeClientMessage(_ line: some Collection<UInt8>) -> Result<ClientMessage, ClientDecodingFailure> {
+        // The request path: most lines are read in one pass; the reader leaves the rest, errors included, to
+        // JSONDecoder, which decodes them to the same message or reports why it cannot.
+        let message =
+            line.withContiguousStorageIfAvailable { RequestLineReader.message($0) }
+            ?? Array(line).withUnsafeBufferPointer { RequestLineReader.message($0) }
+        if let message { return .success(message) }
+        return decodeClientMessageWithJSONDecoder(line)
+    }
+
+    /// Decodes a client line with JSONDecoder, whatever its form: what ``RequestLineReader`` must match, and the path
+    /// that reports every error.
+    func decodeClientMessageWithJSONDecoder(
+        _ line: some Collection<UInt8>
+    ) -> Result<ClientMessage, ClientDecodingFailure> {
         // JSONDecoder checks the encoding of only the strings it reads; the protocol is UTF-8 throughout.
         guard String(validating: line, as: UTF8.self) != nil else {
             return .failure(
@@ -98,15 +112,7 @@ public struct ProtocolCodec {
             guard var accessory = body.accessory else {
                 throw ProtocolError(.missingField, "simulate: accessory: field 'accessory' is missing")
             }
-            for (field, value) in [("vendorID", accessory.vendorID), ("productID", accessory.productID)]
-            where !value.isEmpty && !AccessoryFilter.isHexID(value) {
-                throw ProtocolError(
-                    .invalidField, "simulate: accessory.\(field): '\(value)' is not a hex id of 1 to 4 digits")
-            }
-            let idWasDerived = accessory.accessoryID == accessory.derivedAccessoryID
-            accessory.vendorID = AccessoryFilter.normalizedHexID(accessory.vendorID)
-            accessory.productID = AccessoryFilter.normalizedHexID(accessory.productID)
-            if idWasDerived { accessory.accessoryID = accessory.derivedAccessoryID }
+            try Self.normalizeSimulatedAccessory(&accessory)
             return .simulateConnect(accessory)
         case "disconnect":
             guard let connectionID = body.connectionID else {
@@ -117,6 +123,25 @@ public struct ProtocolCodec {
             throw ProtocolError(
                 .invalidField, "simulate: action: unknown action '\(body.action)' (expected connect or disconnect)")
         }
+    }
+
+    /// Makes the accessory of a `simulate` `connect` what the daemon takes: vendor and product ids normalised to four
+    /// lowercase digits, and a derived ``Accessory/accessoryID`` derived again from them.
+    ///
+    /// - Throws: `invalid-field` when a vendor or product id is not empty and not 1 to 4 hex digits.
+    static func normalizeSimulatedAccessory(_ accessory: inout Accessory) throws(ProtocolError) {
+        func checkHexID(_ field: String, _ value: String) throws(ProtocolError) {
+            guard value.isEmpty || AccessoryFilter.isHexID(value) else {
+                throw ProtocolError(
+                    .invalidField, "simulate: accessory.\(field): '\(value)' is not a hex id of 1 to 4 digits")
+            }
+        }
+        try checkHexID("vendorID", accessory.vendorID)
+        try checkHexID("productID", accessory.productID)
+        let idWasDerived = accessory.accessoryID == accessory.derivedAccessoryID
+        accessory.vendorID = AccessoryFilter.normalizedHexID(accessory.vendorID)
+        accessory.productID = AccessoryFilter.normalizedHexID(accessory.productID)
+        if idWasDerived { accessory.accessoryID = accessory.derivedAccessoryID }
     }
 
     /// Encodes a client message as one line, newline included.

@@ -99,4 +99,67 @@ extension Fixtures {
         default: .string(randomRequestText(using: &random))
         }
     }
+
+    /// A hex id of 1 to 4 digits in mixed case, or now and then one that is not (empty, too long, not hex).
+    static func randomHexID(using random: inout SplitMix64) -> String {
+        switch random.next(below: 12) {
+        case 0: ""
+        case 1: "12345"
+        case 2: randomRequestText(using: &random)
+        default:
+            String((0..<1 + random.next(below: 4)).map { _ in "0123456789abcdefABCDEF".randomElement(using: &random)! })
+        }
+    }
+
+    /// A filter with each part set or not.
+    static func randomFilter(using random: inout SplitMix64) -> AccessoryFilter {
+        AccessoryFilter(
+            kind: Bool.random(using: &random) ? AccessoryKind.allCases.randomElement(using: &random)! : nil,
+            vendorID: Bool.random(using: &random) ? randomHexID(using: &random) : nil,
+            productID: Bool.random(using: &random) ? randomHexID(using: &random) : nil,
+            protocolString: Bool.random(using: &random) ? randomRequestText(using: &random) : nil)
+    }
+
+    /// An accessory whose strings are ``randomRequestText(using:)`` or empty, with a derived or random accessory id and
+    /// vendor and product ids from ``randomHexID(using:)``.
+    static func randomAccessory(using random: inout SplitMix64) -> Accessory {
+        func text() -> String { Bool.random(using: &random) ? randomRequestText(using: &random) : "" }
+        func texts() -> [String] { (0..<Int.random(in: 0...3, using: &random)).map { _ in text() } }
+        return Accessory(
+            kind: AccessoryKind.allCases.randomElement(using: &random)!,
+            accessoryID: Bool.random(using: &random) ? text() : nil,
+            connectionID: ConnectionID(Bool.random(using: &random) ? random.next() : 0), name: text(),
+            manufacturer: text(), modelNumber: text(), serialNumber: text(), firmwareRevision: text(),
+            hardwareRevision: text(), vendorID: randomHexID(using: &random), productID: randomHexID(using: &random),
+            protocolStrings: texts(), deviceNodes: texts(), sysfsPath: text(), portPath: text(),
+            interfaceNumber: text(), descriptorsSHA256: text())
+    }
+
+    /// A client message of any request type, with a ``randomRequestID(using:)``.
+    static func randomClientMessage(using random: inout SplitMix64) -> ClientMessage {
+        let request: ClientRequest
+        switch random.next(below: 11) {
+        case 0:
+            let versions = (0..<random.next(below: 4)).map { _ in
+                Bool.random(using: &random)
+                    ? Int.random(in: -2...3, using: &random) : Int(bitPattern: UInt(random.next()))
+            }
+            request = .hello(
+                versions: versions, clientName: randomRequestText(using: &random),
+                restoreID: Bool.random(using: &random) ? randomRequestText(using: &random) : nil)
+        case 1: request = .subscribe(randomFilter(using: &random), includeRejected: Bool.random(using: &random))
+        case 2: request = .list(randomFilter(using: &random), includeRejected: Bool.random(using: &random))
+        case 3: request = .unsubscribe
+        case 4: request = .suspend
+        case 5: request = .resume
+        case 6: request = .acknowledge(Bool.random(using: &random) ? random.next() : random.next(below: 100))
+        case 7: request = .reloadManifest
+        case 8: request = .status
+        case 9: request = .simulateConnect(randomAccessory(using: &random))
+        default:
+            request = .simulateDisconnect(
+                ConnectionID(Bool.random(using: &random) ? random.next() : random.next(below: 100)))
+        }
+        return ClientMessage(id: randomRequestID(using: &random), request)
+    }
 }

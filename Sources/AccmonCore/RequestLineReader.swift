@@ -1,0 +1,502 @@
+/// Reads a client request line in one pass, without JSONDecoder's generic machinery, when it can be sure of the
+/// message: the fast path of ``ProtocolCodec/decodeClientMessage(_:)``, which every request goes through.
+///
+/// It reads strict JSON (RFC 8259): one object of any member order and spacing, strings with every escape (`\uXXXX`
+/// and surrogate pairs included), and members it does not know holding any JSON value, which it skips as JSONDecoder
+/// does. A message it returns is exactly what ``ProtocolCodec/decodeClientMessageWithJSONDecoder(_:)`` returns for the
+/// line. It gives `nil`, and leaves the line to JSONDecoder, for anything else: invalid JSON or UTF-8; a known member
+/// of a type other than the one its request reads, even in a request that does not read it (`null` is taken where the
+/// request takes it as absent); a missing or invalid field; an unknown type; a duplicate key; a key with an escape or
+/// a non-ASCII character; a number other than a plain integer that fits (`1.0`, `1e2` and `-0` among them); nesting
+/// deeper than ``maximumDepth``. JSONDecoder then decodes the line or reports the error.
+enum RequestLineReader {
+    /// The deepest nesting of objects and arrays read, the request object included; deeper lines are left to
+    /// JSONDecoder.
+    static let maximumDepth = 32
+
+    /// The message `line` (without its newline) holds, or `nil` when the line is left to JSONDecoder.
+    static func message(_ line: UnsafeBufferPointer<UInt8>) -> ClientMessage? {
+        var cursor = Cursor(bytes: line)
+        cursor.keys.reserveCapacity(32)
+        guard let message = cursor.message() else { return nil }
+        cursor.skipWhitespace()
+        return cursor.position == line.count ? message : nil
+    }
+}
+
+/// The key of an object member: its bytes, ASCII without escapes. It matches a string literal in a `case`.
+private struct MemberKey: Equatable {
+    let bytes: UnsafeBufferPointer<UInt8>
+
+    static func ~= (name: StaticString, key: MemberKey) -> Bool {
+        name.utf8CodeUnitCount == key.bytes.count
+            && memoryEquals(name.utf8Start, key.bytes.baseAddress, key.bytes.count)
+    }
+
+    static func == (lhs: MemberKey, rhs: MemberKey) -> Bool {
+        lhs.bytes.count == rhs.bytes.count
+            && memoryEquals(lhs.bytes.baseAddress, rhs.bytes.baseAddress, lhs.bytes.count)
+    }
+
+    private static func memoryEquals(_ lhs: UnsafePointer<UInt8>?, _ rhs: UnsafePointer<UInt8>?, _ count: Int) -> Bool {
+        for offset in 0..<count where lhs![offset] != rhs![offset] { return false }
+        return true
+    }
+}
+
+private struct Cursor {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var position = 0
+    /// How many objects and arrays enclose the position.
+    var depth = 0
+    /// The keys read so far in each object that encloses the position, the outermost object's first.
+    var keys: [MemberKey] = []
+
+    // MARK: Requests
+
+    /// The request object; `nil` when it is not one this reader is sure of.
+    mutating func message() -> ClientMessage? {
+        var type: String?
+        var id: RequestID?
+        var versions: [Int]?
+        var client: String?
+        var restoreID: String?
+        var filter: AccessoryFilter?
+        var includeRejected: Bool?
+        var sequence: UInt64?
+        var action: String?
+        var accessory: Accessory?
+        var connectionID: UInt64?
+        let isObject = forEachMember { cursor, key in
+            switch key {
+            case "type": return cursor.read(&type) { $0.string() }
+            case "id": return cursor.readNullable(&id) { $0.requestID() }
+            case "versions": return cursor.read(&versions) { $0.integers() }
+            case "client": return cursor.readNullable(&client) { $0.string() }
+            case "restoreID": return cursor.readNullable(&restoreID) { $0.string() }
+            case "filter": return cursor.readNullable(&filter) { $0.filter() }
+            case "all": return cursor.readNullable(&includeRejected) { $0.boolean() }
+            case "seq": return cursor.read(&sequence) { $0.unsignedInteger() }
+            case "action": return cursor.read(&action) { $0.string() }
+            case "accessory": return cursor.readNullable(&accessory) { $0.accessory() }
+            case "connectionID": return cursor.readNullable(&connectionID) { $0.unsignedInteger() }
+            default: return cursor.skipValue()
+            }
+        }
+        guard isObject, let type else { return nil }
+        let request: ClientRequest
+        switch type {
+        case "hello":
+            guard let versions else { return nil }
+            request = .hello(versions: versions, clientName: client ?? "", restoreID: restoreID)
+        case "subscribe", "list":
+            let filter = filter ?? .all
+            guard filter.validationProblem() == nil else { return nil }
+            let includeRejected = includeRejected ?? false
+            request =
+                type == "list"
+                ? .list(filter, includeRejected: includeRejected) : .subscribe(filter, includeRejected: includeRejected)
+        case "unsubscribe": request = .unsubscribe
+        case "ack":
+            guard let sequence else { return nil }
+            request = .acknowledge(sequence)
+        case "suspend": request = .suspend
+        case "resume": request = .resume
+        case "reload": request = .reloadManifest
+        case "status": request = .status
+        case "simulate":
+            switch action {
+            case "connect":
+                guard var accessory else { return nil }
+                do {
+                    try ProtocolCodec.normalizeSimulatedAccessory(&accessory)
+                } catch {
+                    return nil  // an id that is not hex, which the JSONDecoder path reports
+                }
+                request = .simulateConnect(accessory)
+            case "disconnect":
+                guard let connectionID else { return nil }
+                request = .simulateDisconnect(ConnectionID(connectionID))
+            default: return nil
+            }
+        default: return nil
+        }
+        return ClientMessage(id: id, request)
+    }
+
+    /// A `filter` object: every key known, `kind` a known kind.
+    mutating func filter() -> AccessoryFilter? {
+        var filter = AccessoryFilter()
+        let isObject = forEachMember { cursor, key in
+            switch key {
+            case "kind": return cursor.readNullable(&filter.kind) { $0.string().flatMap(AccessoryKind.init(rawValue:)) }
+            case "vendorID": return cursor.readNullable(&filter.vendorID) { $0.string() }
+            case "productID": return cursor.readNullable(&filter.productID) { $0.string() }
+            case "protocol": return cursor.readNullable(&filter.protocolString) { $0.string() }
+            default: return false  // an unknown key, an error
+            }
+        }
+        return isObject ? filter : nil
+    }
+
+    /// An `accessory` object, as ``Accessory/init(from:)`` reads it: `kind` required, other fields absent or `null`
+    /// are empty, unknown keys skipped.
+    mutating func accessory() -> Accessory? {
+        var kind: AccessoryKind?
+        var accessoryID: String?
+        var connectionID: UInt64?
+        var name: String?
+        var manufacturer: String?
+        var modelNumber: String?
+        var serialNumber: String?
+        var firmwareRevision: String?
+        var hardwareRevision: String?
+        var vendorID: String?
+        var productID: String?
+        var protocolStrings: [String]?
+        var deviceNodes: [String]?
+        var sysfsPath: String?
+        var portPath: String?
+        var interfaceNumber: String?
+        var descriptorsSHA256: String?
+        let isObject = forEachMember { cursor, key in
+            switch key {
+            case "kind": return cursor.read(&kind) { $0.string().flatMap(AccessoryKind.init(rawValue:)) }
+            case "accessoryID": return cursor.readNullable(&accessoryID) { $0.string() }
+            case "connectionID": return cursor.readNullable(&connectionID) { $0.unsignedInteger() }
+            case "name": return cursor.readNullable(&name) { $0.string() }
+            case "manufacturer": return cursor.readNullable(&manufacturer) { $0.string() }
+            case "modelNumber": return cursor.readNullable(&modelNumber) { $0.string() }
+            case "serialNumber": return cursor.readNullable(&serialNumber) { $0.string() }
+            case "firmwareRevision": return cursor.readNullable(&firmwareRevision) { $0.string() }
+            case "hardwareRevision": return cursor.readNullable(&hardwareRevision) { $0.string() }
+            case "vendorID": return cursor.readNullable(&vendorID) { $0.string() }
+            case "productID": return cursor.readNullable(&productID) { $0.string() }
+            case "protocolStrings": return cursor.readNullable(&protocolStrings) { $0.strings() }
+            case "deviceNodes": return cursor.readNullable(&deviceNodes) { $0.strings() }
+            case "sysfsPath": return cursor.readNullable(&sysfsPath) { $0.string() }
+            case "portPath": return cursor.readNullable(&portPath) { $0.string() }
+            case "interfaceNumber": return cursor.readNullable(&interfaceNumber) { $0.string() }
+            case "descriptorsSHA256": return cursor.readNullable(&descriptorsSHA256) { $0.string() }
+            default: return cursor.skipValue()
+            }
+        }
+        guard isObject, let kind else { return nil }
+        return Accessory(
+            kind: kind, accessoryID: accessoryID, connectionID: ConnectionID(connectionID ?? 0), name: name ?? "",
+            manufacturer: manufacturer ?? "", modelNumber: modelNumber ?? "", serialNumber: serialNumber ?? "",
+            firmwareRevision: firmwareRevision ?? "", hardwareRevision: hardwareRevision ?? "",
+            vendorID: vendorID ?? "", productID: productID ?? "", protocolStrings: protocolStrings ?? [],
+            deviceNodes: deviceNodes ?? [], sysfsPath: sysfsPath ?? "", portPath: portPath ?? "",
+            interfaceNumber: interfaceNumber ?? "", descriptorsSHA256: descriptorsSHA256 ?? "")
+    }
+
+    /// A request id: a string, or an integer that fits in an `Int64`.
+    mutating func requestID() -> RequestID? {
+        if peek() == UInt8(ascii: "\"") { return string().map(RequestID.string) }
+        return signedInteger().map(RequestID.number)
+    }
+
+    /// An array of integers that fit in an `Int`.
+    mutating func integers() -> [Int]? {
+        var values: [Int] = []
+        let isArray = forEachElement { cursor in
+            guard let value = cursor.signedInteger() else { return false }
+            values.append(Int(value))
+            return true
+        }
+        return isArray ? values : nil
+    }
+
+    /// An array of strings.
+    mutating func strings() -> [String]? {
+        var values: [String] = []
+        let isArray = forEachElement { cursor in
+            guard let value = cursor.string() else { return false }
+            values.append(value)
+            return true
+        }
+        return isArray ? values : nil
+    }
+
+    // MARK: Members
+
+    /// Reads a member's value into `field` with `value`; fails on a value `value` does not read.
+    mutating func read<Value>(_ field: inout Value?, _ value: (inout Self) -> Value?) -> Bool {
+        field = value(&self)
+        return field != nil
+    }
+
+    /// Reads a member's value into `field` with `value`, or `null` as absent; fails on a value `value` does not read.
+    mutating func readNullable<Value>(_ field: inout Value?, _ value: (inout Self) -> Value?) -> Bool {
+        if literal("null") { return true }
+        return read(&field, value)
+    }
+
+    /// Reads an object, handing each member's key to `member`, which must read the value; fails on a duplicate key,
+    /// a key with an escape or a non-ASCII character, too deep a nesting, a syntax error, or when `member` fails.
+    mutating func forEachMember(_ member: (inout Self, MemberKey) -> Bool) -> Bool {
+        guard enter(UInt8(ascii: "{")) else { return false }
+        if skip(UInt8(ascii: "}")) { return leave() }
+        let firstKey = keys.count
+        repeat {
+            guard let key = key(), !keys[firstKey...].contains(where: { $0 == key }) else { return false }
+            keys.append(key)
+            guard skip(UInt8(ascii: ":")), member(&self, key) else { return false }
+        } while skip(UInt8(ascii: ","))
+        keys.removeSubrange(firstKey...)
+        return skip(UInt8(ascii: "}")) && leave()
+    }
+
+    /// Reads an array, calling `element` to read each element.
+    mutating func forEachElement(_ element: (inout Self) -> Bool) -> Bool {
+        guard enter(UInt8(ascii: "[")) else { return false }
+        if skip(UInt8(ascii: "]")) { return leave() }
+        repeat {
+            guard element(&self) else { return false }
+        } while skip(UInt8(ascii: ","))
+        return skip(UInt8(ascii: "]")) && leave()
+    }
+
+    private mutating func enter(_ opening: UInt8) -> Bool {
+        guard depth < RequestLineReader.maximumDepth, skip(opening) else { return false }
+        depth += 1
+        return true
+    }
+
+    private mutating func leave() -> Bool {
+        depth -= 1
+        return true
+    }
+
+    /// A key: a string of ASCII characters other than controls, without escapes.
+    private mutating func key() -> MemberKey? {
+        guard skip(UInt8(ascii: "\"")) else { return nil }
+        let start = position
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                position += 1
+                return MemberKey(bytes: UnsafeBufferPointer(rebasing: bytes[start..<position - 1]))
+            }
+            guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { return nil }
+            position += 1
+        }
+        return nil
+    }
+
+    /// Skips a value of any type, checking its syntax.
+    mutating func skipValue() -> Bool {
+        switch peek() {
+        case UInt8(ascii: "{"): return forEachMember { cursor, _ in cursor.skipValue() }
+        case UInt8(ascii: "["): return forEachElement { cursor in cursor.skipValue() }
+        case UInt8(ascii: "\""): return string() != nil
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): return boolean() != nil
+        case UInt8(ascii: "n"): return literal("null")
+        default: return skipNumber()
+        }
+    }
+
+    // MARK: Scalars
+
+    /// `true` or `false`.
+    mutating func boolean() -> Bool? {
+        if literal("true") { return true }
+        if literal("false") { return false }
+        return nil
+    }
+
+    /// An integer that fits in an `Int64`.
+    mutating func signedInteger() -> Int64? {
+        guard let (isNegative, magnitude) = plainInteger() else { return nil }
+        if isNegative { return magnitude <= Int64.min.magnitude ? Int64(truncatingIfNeeded: 0 &- magnitude) : nil }
+        return Int64(exactly: magnitude)
+    }
+
+    /// An integer from 0 to `UInt64.max`.
+    mutating func unsignedInteger() -> UInt64? {
+        guard let (isNegative, magnitude) = plainInteger(), !isNegative else { return nil }
+        return magnitude
+    }
+
+    /// A number written as a plain integer, `0` or digits without a leading zero after an optional `-`, whose
+    /// magnitude fits in a `UInt64`; not `-0`. A fraction or an exponent after it is left unread, where the caller
+    /// expects a separator: a syntax error.
+    private mutating func plainInteger() -> (isNegative: Bool, magnitude: UInt64)? {
+        skipWhitespace()
+        let isNegative = position < bytes.count && bytes[position] == UInt8(ascii: "-")
+        if isNegative { position += 1 }
+        let start = position
+        var magnitude: UInt64 = 0
+        while position < bytes.count {
+            let digit = bytes[position] &- UInt8(ascii: "0")
+            guard digit < 10 else { break }
+            let (times10, overflow) = magnitude.multipliedReportingOverflow(by: 10)
+            let (sum, carry) = times10.addingReportingOverflow(UInt64(digit))
+            guard !overflow, !carry else { return nil }
+            magnitude = sum
+            position += 1
+        }
+        let length = position - start
+        guard length > 0, length == 1 || bytes[start] != UInt8(ascii: "0"), !(isNegative && magnitude == 0) else {
+            return nil
+        }
+        return (isNegative, magnitude)
+    }
+
+    /// Skips a number of any form JSON allows: `-`, an integer part without a leading zero, a fraction, an exponent.
+    private mutating func skipNumber() -> Bool {
+        skipWhitespace()
+        _ = skip(byte: UInt8(ascii: "-"))
+        // A leading zero is the whole integer part; the digits after it are then a syntax error the caller finds.
+        guard skip(byte: UInt8(ascii: "0")) || skipDigits() else { return false }
+        if skip(byte: UInt8(ascii: ".")) { guard skipDigits() else { return false } }
+        if skip(byte: UInt8(ascii: "e")) || skip(byte: UInt8(ascii: "E")) {
+            if !skip(byte: UInt8(ascii: "+")) { _ = skip(byte: UInt8(ascii: "-")) }
+            guard skipDigits() else { return false }
+        }
+        return true
+    }
+
+    /// Skips one or more digits.
+    private mutating func skipDigits() -> Bool {
+        let start = position
+        while position < bytes.count, bytes[position] &- UInt8(ascii: "0") < 10 { position += 1 }
+        return position > start
+    }
+
+    /// A string, unescaped, holding valid UTF-8.
+    mutating func string() -> String? {
+        guard skip(UInt8(ascii: "\"")) else { return nil }
+        let start = position
+        var union: UInt8 = 0  // of the bytes, to tell ASCII text, which needs no validation
+        // Most strings have no escape: find the closing quote, and make the string from the bytes in place.
+        while position < bytes.count {
+            let byte = bytes[position]
+            switch byte {
+            case UInt8(ascii: "\""):
+                position += 1
+                let text = UnsafeBufferPointer(rebasing: bytes[start..<position - 1])
+                return union < 0x80 ? String(decoding: text, as: UTF8.self) : String(validating: text, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                return escapedString(from: start)
+            case 0..<0x20:
+                return nil
+            default:
+                union |= byte
+                position += 1
+            }
+        }
+        return nil
+    }
+
+    /// The rest of a string from its first backslash on; `start` is its first byte after the opening quote.
+    private mutating func escapedString(from start: Int) -> String? {
+        var unescaped = Array(UnsafeBufferPointer(rebasing: bytes[start..<position]))
+        while position < bytes.count {
+            let byte = bytes[position]
+            position += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return String(validating: unescaped, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                guard position < bytes.count else { return nil }
+                let escape = bytes[position]
+                position += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): unescaped.append(escape)
+                case UInt8(ascii: "b"): unescaped.append(0x08)
+                case UInt8(ascii: "f"): unescaped.append(0x0C)
+                case UInt8(ascii: "n"): unescaped.append(0x0A)
+                case UInt8(ascii: "r"): unescaped.append(0x0D)
+                case UInt8(ascii: "t"): unescaped.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard let scalar = escapedScalar() else { return nil }
+                    unescaped.append(contentsOf: UTF8.encode(scalar)!)
+                default: return nil
+                }
+            case 0..<0x20:
+                return nil
+            default:
+                unescaped.append(byte)
+            }
+        }
+        return nil
+    }
+
+    /// After `\u`: four hex digits naming a scalar, or a high surrogate and `\u` with the low one that completes it.
+    private mutating func escapedScalar() -> Unicode.Scalar? {
+        guard let unit = hexCodeUnit() else { return nil }
+        switch unit {
+        case 0xD800..<0xDC00:
+            guard skip(byte: UInt8(ascii: "\\")), skip(byte: UInt8(ascii: "u")), let low = hexCodeUnit(),
+                (0xDC00..<0xE000).contains(low)
+            else { return nil }
+            return Unicode.Scalar(0x10000 + (UInt32(unit - 0xD800) << 10) + UInt32(low - 0xDC00))
+        case 0xDC00..<0xE000:
+            return nil
+        default:
+            return Unicode.Scalar(unit)
+        }
+    }
+
+    /// Four hex digits, in either case.
+    private mutating func hexCodeUnit() -> UInt16? {
+        guard bytes.count - position >= 4 else { return nil }
+        var unit: UInt16 = 0
+        for _ in 0..<4 {
+            let byte = bytes[position]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            unit = unit << 4 | UInt16(digit)
+            position += 1
+        }
+        return unit
+    }
+
+    // MARK: Bytes
+
+    /// Moves past JSON whitespace: spaces, tabs, line feeds and carriage returns.
+    mutating func skipWhitespace() {
+        while position < bytes.count {
+            switch bytes[position] {
+            case 0x20, 0x09, 0x0A, 0x0D: position += 1
+            default: return
+            }
+        }
+    }
+
+    /// The next byte after whitespace, not consumed.
+    private mutating func peek() -> UInt8? {
+        skipWhitespace()
+        return position < bytes.count ? bytes[position] : nil
+    }
+
+    /// Moves past whitespace and `token` when `token` is next; returns whether it was.
+    private mutating func skip(_ token: UInt8) -> Bool {
+        skipWhitespace()
+        return skip(byte: token)
+    }
+
+    /// Moves past `byte` when it is the very next byte; returns whether it was.
+    private mutating func skip(byte: UInt8) -> Bool {
+        guard position < bytes.count, bytes[position] == byte else { return false }
+        position += 1
+        return true
+    }
+
+    /// Moves past whitespace and `word` when `word` is next; returns whether it was.
+    private mutating func literal(_ word: StaticString) -> Bool {
+        skipWhitespace()
+        let count = word.utf8CodeUnitCount
+        guard bytes.count - position >= count else { return false }
+        for offset in 0..<count where bytes[position + offset] != word.utf8Start[offset] { return false }
+        position += count
+        return true
+    }
+}
