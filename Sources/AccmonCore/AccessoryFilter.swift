@@ -73,6 +73,7 @@ public struct AccessoryFilter: Codable, Sendable, Hashable {
 
     /// A hex id as four lowercase digits (`"403"` → `"0403"`); empty stays empty.
     static func normalizedHexID(_ text: String) -> String {
+        if text.utf8.count == 4 && text.utf8.allSatisfy({ $0.isLowercaseHexDigit }) { return text }  // the usual case
         guard let value = UInt32(text, radix: 16) else { return text }
         let digits = String(value, radix: 16)
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
@@ -88,6 +89,8 @@ extension UInt8 {
     var isHexDigit: Bool {
         (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self)
     }
+
+    var isLowercaseHexDigit: Bool { (0x30...0x39).contains(self) || (0x61...0x66).contains(self) }
 }
 
 /// A coding key for any string, to list an object's keys.

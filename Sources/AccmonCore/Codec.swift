@@ -138,9 +138,12 @@ public struct ProtocolCodec {
         }
         try checkHexID("vendorID", accessory.vendorID)
         try checkHexID("productID", accessory.productID)
+        let vendorID = AccessoryFilter.normalizedHexID(accessory.vendorID)
+        let productID = AccessoryFilter.normalizedHexID(accessory.productID)
+        guard vendorID != accessory.vendorID || productID != accessory.productID else { return }  // sent normalised
         let idWasDerived = accessory.accessoryID == accessory.derivedAccessoryID
-        accessory.vendorID = AccessoryFilter.normalizedHexID(accessory.vendorID)
-        accessory.productID = AccessoryFilter.normalizedHexID(accessory.productID)
+        accessory.vendorID = vendorID
+        accessory.productID = productID
         if idWasDerived { accessory.accessoryID = accessory.derivedAccessoryID }
     }
 

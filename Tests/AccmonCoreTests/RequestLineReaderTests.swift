@@ -146,6 +146,37 @@ import Testing
         #expect(try ProtocolCodec().decodeClientMessageWithJSONDecoder(line).get() == expected)
     }
 
+    /// `simulate` `connect` stores vendor and product ids as four lowercase digits, and derives a derived accessory
+    /// id again from them; an id sent otherwise is kept (PROTOCOL.md §7.7). Both paths share this step.
+    @Test func bothPathsNormaliseSimulatedAccessoryIDs() throws {
+        let cases: [(sent: String, accessoryID: String, vendorID: String, productID: String)] = [
+            (
+                #"{"kind":"usb","vendorID":"1D6B","productID":"104","portPath":"3-1"}"#, "usb:1d6b:0104:port=3-1",
+                "1d6b", "0104"
+            ),
+            (
+                #"{"kind":"usb","vendorID":"1D6B","productID":"104","portPath":"3-1","accessoryID":"usb:1D6B:104:port=3-1"}"#,
+                "usb:1d6b:0104:port=3-1", "1d6b", "0104"
+            ),
+            (#"{"kind":"usb","vendorID":"1D6B","productID":"104","accessoryID":"mine"}"#, "mine", "1d6b", "0104"),
+            (#"{"kind":"usb","vendorID":"1d6b","productID":"0104","accessoryID":"mine"}"#, "mine", "1d6b", "0104"),
+            (#"{"kind":"usb","vendorID":"1d6b","productID":"0104"}"#, "usb:1d6b:0104", "1d6b", "0104"),
+            (#"{"kind":"serial","productID":"a"}"#, "serial:-:000a", "", "000a"),
+        ]
+        for (sent, accessoryID, vendorID, productID) in cases {
+            let line = Array((#"{"type":"simulate","action":"connect","accessory":"# + sent + "}").utf8)
+            for message in [Self.read(line), Self.decodedByJSONDecoder(line)] {
+                guard case .simulateConnect(let accessory) = message?.request else {
+                    Issue.record("not read as a simulate connect: \(sent)")
+                    continue
+                }
+                #expect(accessory.accessoryID == accessoryID, "\(sent)")
+                #expect(accessory.vendorID == vendorID, "\(sent)")
+                #expect(accessory.productID == productID, "\(sent)")
+            }
+        }
+    }
+
     @Test func readsEscapesAndSurrogatePairs() {
         let line = Array(#"{"type":"hello","versions":[1],"client":"\"\\\/\b\f\n\r\t\u00e9\u00C9\ud83d\ude00é😀"}"#.utf8)
         #expect(
