@@ -180,7 +180,7 @@ final class Channel: Sendable {
         var endError = AccmonError(.connectionClosed, "accmon: accmond closed the connection")
         while true {
             let result = buffer.withUnsafeMutableBytes { raw in
-                Result { () throws(Errno) -> Int in try descriptor.read(into: raw) }
+                Result { () throws(Errno) -> Int in try descriptor.receive(into: raw) }
             }
             guard case .success(let count) = result, count > 0 else {
                 if case .failure(let error) = result {

@@ -5,10 +5,10 @@ public struct FileDescriptor: RawRepresentable, Sendable, Hashable {
     public var rawValue: Int32
     public init(rawValue: Int32) { self.rawValue = rawValue }
 
-    /// Reads into `buffer`; returns 0 at end of file.
-    /// - Throws: ``Errno/wouldBlock`` on a non-blocking descriptor with nothing to read.
-    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
-        try valueOrErrno { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
+    /// Receives from a socket into `buffer` (`recv(2)`); returns 0 when the peer closed its side.
+    /// - Throws: ``Errno/wouldBlock`` on a non-blocking socket with nothing to read.
+    public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        try valueOrErrno { Glibc.recv(rawValue, buffer.baseAddress, buffer.count, 0) }
     }
 
     /// Writes from `buffer`; returns the number of bytes written. Uses `send(MSG_NOSIGNAL)` on sockets.

@@ -189,7 +189,7 @@ final class Broker {
 
     private func read(_ session: Session, hangup: Bool) {
         let result = readBuffer.withUnsafeMutableBytes { buffer in
-            Result { () throws(Errno) -> Int in try session.descriptor.read(into: buffer) }
+            Result { () throws(Errno) -> Int in try session.descriptor.receive(into: buffer) }
         }
         let count: Int
         do throws(Errno) {
