@@ -4,7 +4,7 @@ import FoundationEssentials
 import Synchronization
 
 /// What survives a daemon restart: the connected set, the counters, and every session with a restore id.
-struct PersistedState: Codable {
+struct PersistedState: Codable, Sendable {
     /// The format version of the file.
     var version = 1
     /// Sequence numbers up to this one may have been issued: the next run starts after it.
@@ -14,12 +14,12 @@ struct PersistedState: Codable {
     var connected: [ConnectedEntry]
     var sessions: [PreservedEntry]
 
-    struct ConnectedEntry: Codable {
+    struct ConnectedEntry: Codable, Sendable {
         var key: String
         var accessory: Accessory
     }
 
-    struct PreservedEntry: Codable {
+    struct PreservedEntry: Codable, Sendable {
         var uid: UInt32
         /// The client's groups, primary first, which decide what it may see.
         var gids: [UInt32]
@@ -33,7 +33,7 @@ struct PersistedState: Codable {
         var preservedAt: Double
     }
 
-    struct ReplayedEvent: Codable {
+    struct ReplayedEvent: Codable, Sendable {
         var change: AccessoryEvent.Change
         var seq: UInt64
         var accessory: Accessory
@@ -45,8 +45,9 @@ struct PersistedState: Codable {
 /// The broker writes at most every ``StateStore/writeIntervalNanoseconds`` (a crash loses at most that much of
 /// acknowledgements and session changes; the connected set is re-learnt from the enumeration at start), and at
 /// once before sequence numbers or connection ids pass the reserved ceiling, so they keep increasing across
-/// restarts whatever the crash point. Routine writes happen on a writer thread of the store's own, so that fsync
-/// never holds up the broker loop; only the reservation and shutdown writes wait for the disk.
+/// restarts whatever the crash point. Routine writes happen on a writer thread of the store's own, which also encodes
+/// the state (its size grows with the connected set and the preserved sessions), so that neither encoding nor fsync
+/// holds up the broker loop; only the reservation and shutdown writes wait, for both.
 final class StateStore: Sendable {
     /// The most time between a change and its write.
     static let writeIntervalNanoseconds: UInt64 = 100_000_000
@@ -56,7 +57,7 @@ final class StateStore: Sendable {
     let path: String
     let logger: Logger
     /// The newest state not yet written by the writer thread.
-    private let pending = Mutex<[UInt8]?>(nil)
+    private let pending = Mutex<PersistedState?>(nil)
     /// Held while writing, so that a synchronous write and the writer thread never interleave.
     private let writing = Mutex(())
     private let wakeup: BlockingSignal
@@ -93,27 +94,26 @@ final class StateStore: Sendable {
 
     /// Hands `state` to the writer thread; a newer state replaces one not yet written.
     func save(_ state: PersistedState) {
-        guard let bytes = encode(state) else { return }
-        pending.withLock { $0 = bytes }
+        pending.withLock { $0 = state }
         wakeup.signal()
     }
 
     /// Writes `state` now and returns once it is on disk.
     func saveNow(_ state: PersistedState) {
-        guard let bytes = encode(state) else { return }
         writing.withLock { _ in
             pending.withLock { $0 = nil }  // older than this one
-            write(bytes)
+            if let bytes = encode(state) { write(bytes) }
         }
     }
 
     private func writeLoop() {
         while true {
             wakeup.wait()
+            // Encoded under the lock too: a synchronous write that comes meanwhile waits, and stays the newest.
             writing.withLock { _ in
-                if let bytes = pending.withLock({ state in
+                if let state = pending.withLock({ state in
                     defer { state = nil }; return state
-                }) {
+                }), let bytes = encode(state) {
                     write(bytes)
                 }
             }
