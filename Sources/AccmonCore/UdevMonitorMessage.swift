@@ -114,7 +114,6 @@ public struct UdevMonitorMessage: Sendable, Hashable {
         var properties: [String: String] = [:]
         properties.reserveCapacity(names.count)
         let bytes = block.bindMemory(to: UInt8.self)
-        let table = names
         var start = 0
         var index = 0
         while start < bytes.count {
@@ -150,7 +149,7 @@ public struct UdevMonitorMessage: Sendable, Hashable {
                 }
                 sequence = number
             case nil:
-                guard let name = table.name(key) else { break }
+                guard let name = names.name(key) else { break }
                 if name == "DEVLINKS", let links = properties[name] {
                     // libudev keeps the links of every DEVLINKS entry, each once.
                     properties[name] = joinedLinks(links, text(value))
