@@ -390,8 +390,9 @@ final class Broker {
             guard let simulated = simulatedSource(replyingTo: session, id: id) else { return }
             var accessory = accessory
             if accessory.accessoryID.isEmpty { accessory.accessoryID = accessory.derivedAccessoryID }
-            let key = simulated.connect(accessory)
-            publishSourceEvents()
+            let (key, report) = simulated.connect(accessory)
+            publishSourceEvents()  // what other sources reported first
+            apply(report)
             reply(to: session, .ok(id: id, connectionID: registry.accessory(under: key)?.connectionID))
         case .simulateDisconnect(let connectionID):
             guard requireAdmin(session, id: id, for: "simulate") else { return }
@@ -406,8 +407,8 @@ final class Broker {
                             "simulate: connectionID: no simulated accessory is connected as \(connectionID)")))
                 return
             }
-            simulated.disconnect(key: key)
             publishSourceEvents()
+            apply(simulated.disconnect(key: key))
             reply(to: session, .ok(id: id, connectionID: connectionID))
         }
     }

@@ -48,44 +48,36 @@ public protocol LoopDrivenEventSource: EventSource {
     func takeEvents() -> [SourceEvent]
 }
 
-/// A source whose devices are plugged and unplugged by calls: in process by tests, and over the socket by
-/// `accmon simulate` when accmond runs with `--simulate`.
+/// The source of `--simulate`: its devices are plugged and unplugged by `simulate` requests (`accmon simulate`).
 public final class SimulatedEventSource: EventSource {
     public let name = "simulated"
     /// The prefix of this source's keys.
     static let keyPrefix = "simulated/"
-    private struct State {
-        var sink: EventSink?
-        var nextKey: UInt64 = 1
-    }
-    private let state = Mutex(State())
+    private let nextKey = Mutex<UInt64>(1)
 
     /// Creates a source with no devices.
     public init() {}
 
     /// Simulated accessories do not outlive the daemon: any remembered from before a restart are gone.
     public func start(delivering sink: EventSink) throws {
-        state.withLock { $0.sink = sink }
         sink.deliver([.inventory(keyPrefix: Self.keyPrefix, keys: [])])
     }
 
-    public func stop() {
-        state.withLock { $0.sink = nil }
-    }
+    public func stop() {}
 
-    /// Plugs in `accessory`; returns its source key.
-    @discardableResult
-    public func connect(_ accessory: Accessory) -> String {
-        let (sink, key) = state.withLock { state in
-            defer { state.nextKey += 1 }
-            return (state.sink, "\(Self.keyPrefix)\(state.nextKey)")
+    /// Plugs in `accessory`: its source key, and the report for the broker to apply at once. Only `simulate`
+    /// requests drive this source, on the broker loop's thread, so the report needs no hand-over (and no wake-up)
+    /// through the sink.
+    public func connect(_ accessory: Accessory) -> (key: String, report: SourceEvent) {
+        let key = nextKey.withLock { next in
+            defer { next += 1 }
+            return "\(Self.keyPrefix)\(next)"
         }
-        sink?.deliver([.attached(key: key, accessory)])
-        return key
+        return (key, .attached(key: key, accessory))
     }
 
-    /// Unplugs the device under `key`.
-    public func disconnect(key: String) {
-        state.withLock { $0.sink }?.deliver([.detached(key: key)])
+    /// Unplugs the device under `key`: the report for the broker to apply at once.
+    public func disconnect(key: String) -> SourceEvent {
+        .detached(key: key)
     }
 }
