@@ -81,20 +81,7 @@ package enum EventLineReader {
 
         /// A decimal number as `String(UInt64)` writes it: `0`, or digits without a leading zero, that fit.
         mutating func number() -> UInt64? {
-            let start = position
-            var value: UInt64 = 0
-            while position < bytes.count {
-                let digit = bytes[position] &- UInt8(ascii: "0")
-                guard digit < 10 else { break }
-                let (times10, overflow) = value.multipliedReportingOverflow(by: 10)
-                let (sum, carry) = times10.addingReportingOverflow(UInt64(digit))
-                guard !overflow, !carry else { return nil }
-                value = sum
-                position += 1
-            }
-            let length = position - start
-            guard length > 0, length == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
-            return value
+            JSONTokenScanner.unsignedInteger(in: bytes, at: &position)
         }
 
         /// An array of strings, `[` and `]` with the strings separated by commas.
@@ -111,7 +98,7 @@ package enum EventLineReader {
 
         /// A string escaped as ``EventLineWriter/string(_:into:)`` escapes it, holding valid UTF-8.
         mutating func string() -> String? {
-            JSONStringScanner.string(in: bytes, at: &position, escapes: .eventLineWriter)
+            JSONTokenScanner.string(in: bytes, at: &position, escapes: .eventLineWriter)
         }
     }
 }

@@ -326,21 +326,9 @@ private struct Cursor {
         skipWhitespace()
         let isNegative = position < bytes.count && bytes[position] == UInt8(ascii: "-")
         if isNegative { position += 1 }
-        let start = position
-        var magnitude: UInt64 = 0
-        while position < bytes.count {
-            let digit = bytes[position] &- UInt8(ascii: "0")
-            guard digit < 10 else { break }
-            let (times10, overflow) = magnitude.multipliedReportingOverflow(by: 10)
-            let (sum, carry) = times10.addingReportingOverflow(UInt64(digit))
-            guard !overflow, !carry else { return nil }
-            magnitude = sum
-            position += 1
-        }
-        let length = position - start
-        guard length > 0, length == 1 || bytes[start] != UInt8(ascii: "0"), !(isNegative && magnitude == 0) else {
-            return nil
-        }
+        guard let magnitude = JSONTokenScanner.unsignedInteger(in: bytes, at: &position),
+            !(isNegative && magnitude == 0)
+        else { return nil }
         return (isNegative, magnitude)
     }
 
@@ -368,7 +356,7 @@ private struct Cursor {
     /// A string, unescaped, holding valid UTF-8.
     mutating func string() -> String? {
         skipWhitespace()
-        return JSONStringScanner.string(in: bytes, at: &position, escapes: .json)
+        return JSONTokenScanner.string(in: bytes, at: &position, escapes: .json)
     }
 
     // MARK: Bytes

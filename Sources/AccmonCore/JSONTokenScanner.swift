@@ -1,5 +1,6 @@
-/// Reads one JSON string from bytes, for the hand-written line readers (``EventLineReader``, ``RequestLineReader``).
-enum JSONStringScanner {
+/// Reads JSON strings and integers from bytes, for the hand-written line readers (``EventLineReader``,
+/// ``RequestLineReader``).
+enum JSONTokenScanner {
     /// The escapes a reader takes.
     enum Escapes {
         /// Every JSON escape (RFC 8259): `\" \\ \/ \b \f \n \r \t`, and `\uXXXX` in either case, surrogate pairs
@@ -35,6 +36,25 @@ enum JSONStringScanner {
             }
         }
         return nil
+    }
+
+    /// The integer at `position` as JSON writes a plain one (`0`, or digits without a leading zero), when it fits in a
+    /// `UInt64`; `position` moves past its digits. `nil` when there are no digits, a leading zero, or an overflow.
+    static func unsignedInteger(in bytes: UnsafeBufferPointer<UInt8>, at position: inout Int) -> UInt64? {
+        let start = position
+        var value: UInt64 = 0
+        while position < bytes.count {
+            let digit = bytes[position] &- UInt8(ascii: "0")
+            guard digit < 10 else { break }
+            let (times10, overflow) = value.multipliedReportingOverflow(by: 10)
+            let (sum, carry) = times10.addingReportingOverflow(UInt64(digit))
+            guard !overflow, !carry else { return nil }
+            value = sum
+            position += 1
+        }
+        let length = position - start
+        guard length > 0, length == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
+        return value
     }
 
     /// The rest of a string from its first backslash (at `position`) on; `start` is its first byte after the quote.
