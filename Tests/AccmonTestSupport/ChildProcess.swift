@@ -22,6 +22,11 @@ public enum Termination: Equatable, CustomStringConvertible {
 /// one monitor thread when that socket closes, so a child that closes inherited descriptors while it keeps running
 /// (`systemd-socket-activate` does, before it execs the daemon) would stall every other child's exit in the test
 /// process. Waiting polls with a timeout, so no thread of the cooperative pool is held.
+///
+/// The child inherits no descriptor but its standard input, output and error. Tests run in parallel: a descriptor
+/// another test holds at the moment of the spawn (a client socket, or the socket through which Foundation's `Process`
+/// learns that its child exited) must not stay open in this child for as long as it runs, or that test waits in vain
+/// for an end of file (a `waitUntilExit` stuck that way once blocked the cooperative pool and hung the whole suite).
 public final class ChildProcess: @unchecked Sendable {
     public let name: String
     public let stdoutPath: String
@@ -32,7 +37,7 @@ public final class ChildProcess: @unchecked Sendable {
     /// Starts `executable` with `arguments`; output goes to `<directory>/<name>.out` and `.err`.
     ///
     /// The child gets the test's environment without `ACCMON_SOCKET`, with `NO_COLOR=1` and `environment` on top,
-    /// every signal at its default action and none blocked, and `/dev/null` as standard input.
+    /// every signal at its default action and none blocked, `/dev/null` as standard input, and no other descriptor.
     public init(
         _ executable: URL, _ arguments: [String], name: String, directory: TemporaryDirectory,
         environment: [String: String] = [:]
@@ -51,6 +56,9 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard let closeFrom = Self.addCloseFrom, closeFrom(&actions, 3) == 0 else {
+            throw Binaries.LocateError(description: "posix_spawn_file_actions_addclosefrom_np: not in this C library")
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -75,6 +83,13 @@ public final class ChildProcess: @unchecked Sendable {
                 description: "posix_spawn: \(executable.path): \(String(cString: strerror(result)))")
         }
         pid = child
+    }
+
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), looked up by name because Swift's Glibc
+    /// module leaves it out (it needs `_GNU_SOURCE`): the child closes every descriptor from the given one up.
+    private static let addCloseFrom: AddCloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map {
+        unsafeBitCast($0, to: AddCloseFrom.self)
     }
 
     /// Reaps the child if it has ended; returns how it ended.
