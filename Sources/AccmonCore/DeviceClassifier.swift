@@ -19,21 +19,13 @@ public enum DeviceClassifier {
     /// What ``DeviceTracker/apply(_:)`` and ``classify(_:)`` read of a device beyond its own fields and properties:
     /// a source fills only these into the ``DeviceRecord`` (each sysfs attribute and ancestor costs system calls).
     public struct RecordNeeds: Sendable, Hashable {
-        /// The device's ``propertyNames`` (a `remove` or `unbind` needs none).
+        /// The device's ``UdevProperty`` properties (a `remove` or `unbind` needs none).
         public var properties = true
         /// The device's own ``usbDeviceAttributes``.
         public var attributes = false
         /// ``DeviceRecord/usbDevice``, ``DeviceRecord/usbInterface``, ``DeviceRecord/hidDevice``.
         public var usbDevice = false, usbInterface = false, hidDevice = false
     }
-
-    /// The udev properties classification reads, of a device and of its ancestors: a source copies only these into
-    /// ``DeviceRecord/properties`` and ``AncestorRecord/properties``. Keep it in step with every `properties[...]` below
-    /// (`PRODUCT` and `TYPE` are read by ``usbDeviceAttributes(fromUeventProperties:)``).
-    public static let propertyNames = [
-        "DEVLINKS", "ID_BUS", "NAME", "HID_ID", "HID_NAME", "HID_UNIQ", "ID_VENDOR_ID", "ID_MODEL_ID", "ID_MODEL",
-        "ID_VENDOR", "ID_SERIAL_SHORT", "ID_REVISION", "PRODUCT", "TYPE",
-    ]
 
     /// What a record of a device with these fields must hold for the tracker to decide about it; keep it in step with
     /// ``classify(_:)`` and the `classify…` functions below. A `remove` or `unbind` needs nothing: the tracker reads
@@ -101,7 +93,7 @@ public enum DeviceClassifier {
             return .rejected(reason: "parent USB device: \(reason)")
         case .success(var accessory):
             accessory.kind = .serial
-            let byID = record.properties["DEVLINKS", default: ""].split(separator: " ").map(String.init)
+            let byID = (record.properties[.devlinks] ?? "").split(separator: " ").map(String.init)
                 .filter { $0.hasPrefix("/dev/serial/by-id/") }.sorted()
             accessory.deviceNodes = [record.devnode] + byID
             accessory.sysfsPath = record.syspath
@@ -116,8 +108,8 @@ public enum DeviceClassifier {
             return .ignored(reason: "an input device is announced through its event node")
         }
         guard !record.devnode.isEmpty else { return .ignored(reason: "no device node yet") }
-        let hidID = record.hidDevice?.properties["HID_ID"] ?? ""
-        let onBluetooth = hidID.hasPrefix("0005:") || record.properties["ID_BUS"] == "bluetooth"
+        let hidID = record.hidDevice?.properties[.hidID] ?? ""
+        let onBluetooth = hidID.hasPrefix("0005:") || record.properties[.bus] == "bluetooth"
         guard onBluetooth else { return .ignored(reason: "not on the Bluetooth bus") }
         guard let hid = record.hidDevice else { return .ignored(reason: "no parent HID device") }
         let parts = hidID.split(separator: ":")
@@ -128,8 +120,8 @@ public enum DeviceClassifier {
         }
         var accessory = Accessory(
             kind: .bluetoothHID,
-            name: cleaned(hid.properties["HID_NAME"] ?? record.properties["NAME"] ?? ""),
-            serialNumber: cleaned(hid.properties["HID_UNIQ"] ?? ""),
+            name: cleaned(hid.properties[.hidName] ?? record.properties[.inputName] ?? ""),
+            serialNumber: cleaned(hid.properties[.hidUniq] ?? ""),
             vendorID: hex4(vendor), productID: hex4(product),
             sysfsPath: hid.syspath)
         accessory.accessoryID = accessory.derivedAccessoryID
@@ -142,11 +134,11 @@ public enum DeviceClassifier {
 
     /// Reads a USB device's identity; rejects a device whose ids are not hex.
     static func usbIdentity(_ device: AncestorRecord) -> Result<Accessory, Rejection> {
-        func value(_ attribute: String, _ property: String) -> String {
+        func value(_ attribute: String, _ property: UdevProperty) -> String {
             cleaned(device.attributes[attribute] ?? device.properties[property] ?? "")
         }
-        let vendorText = value("idVendor", "ID_VENDOR_ID")
-        let productText = value("idProduct", "ID_MODEL_ID")
+        let vendorText = value("idVendor", .vendorID)
+        let productText = value("idProduct", .modelID)
         guard let vendor = hexID(vendorText) else {
             return .failure(Rejection(description: "vendor id '\(vendorText)' is not 4 hex digits"))
         }
@@ -156,11 +148,11 @@ public enum DeviceClassifier {
         return .success(
             Accessory(
                 kind: .usb,
-                name: value("product", "ID_MODEL"),
-                manufacturer: value("manufacturer", "ID_VENDOR"),
+                name: value("product", .model),
+                manufacturer: value("manufacturer", .vendor),
                 modelNumber: product,
-                serialNumber: value("serial", "ID_SERIAL_SHORT"),
-                firmwareRevision: revision(value("bcdDevice", "ID_REVISION")),
+                serialNumber: value("serial", .serialShort),
+                firmwareRevision: revision(value("bcdDevice", .revision)),
                 vendorID: vendor, productID: product,
                 portPath: device.sysname, descriptorsSHA256: device.descriptorsSHA256))
     }

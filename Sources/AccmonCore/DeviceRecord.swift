@@ -13,8 +13,8 @@ public struct DeviceRecord: Sendable, Hashable {
     public var sysname: String
     /// The device node, such as `/dev/ttyUSB0`, or empty when the device has none (yet).
     public var devnode: String
-    /// udev properties (`ID_VENDOR_ID`, `HID_ID`, `DEVLINKS`, ...).
-    public var properties: [String: String]
+    /// The udev properties classification reads (`ID_VENDOR_ID`, `DEVLINKS`, ...).
+    public var properties: UdevProperties
     /// sysfs attributes read for classification (`idVendor`, `serial`, `bDeviceClass`, `removable`, ...).
     public var attributes: [String: String]
     /// The nearest `usb_device` ancestor (for a tty: the adapter).
@@ -29,7 +29,7 @@ public struct DeviceRecord: Sendable, Hashable {
     /// Creates a record.
     public init(
         action: String, syspath: String, subsystem: String, devtype: String = "", sysname: String? = nil,
-        devnode: String = "", properties: [String: String] = [:], attributes: [String: String] = [:],
+        devnode: String = "", properties: UdevProperties = [:], attributes: [String: String] = [:],
         usbDevice: AncestorRecord? = nil, usbInterface: AncestorRecord? = nil, hidDevice: AncestorRecord? = nil,
         descriptorsSHA256: String = ""
     ) {
@@ -52,8 +52,8 @@ public struct DeviceRecord: Sendable, Hashable {
 public struct AncestorRecord: Sendable, Hashable {
     /// The ancestor's sysfs path.
     public var syspath: String
-    /// Its udev properties.
-    public var properties: [String: String]
+    /// The udev properties classification reads (`HID_ID`, `HID_NAME`, ...).
+    public var properties: UdevProperties
     /// Its sysfs attributes read for classification.
     public var attributes: [String: String]
     /// For a `usb_device`: the SHA-256 of its raw `descriptors`, empty when unreadable.
@@ -61,7 +61,7 @@ public struct AncestorRecord: Sendable, Hashable {
 
     /// Creates an ancestor record.
     public init(
-        syspath: String, properties: [String: String] = [:], attributes: [String: String] = [:],
+        syspath: String, properties: UdevProperties = [:], attributes: [String: String] = [:],
         descriptorsSHA256: String = ""
     ) {
         self.syspath = syspath
@@ -90,9 +90,9 @@ public let usbDeviceAttributes = [
 /// (`%d/%d/%d`). Both come from the device descriptor, like the attribute files. A source takes these from the
 /// properties and reads only the other attributes from sysfs, which saves four file reads per device; the result
 /// is empty when either property is missing or malformed, and the source then reads every attribute.
-public func usbDeviceAttributes(fromUeventProperties properties: [String: String]) -> [String: String] {
-    guard let product = ueventNumbers(properties["PRODUCT"], radix: 16),
-        let type = ueventNumbers(properties["TYPE"], radix: 10), type.0 <= 0xFF
+public func usbDeviceAttributes(fromUeventProperties properties: UdevProperties) -> [String: String] {
+    guard let product = ueventNumbers(properties[.product], radix: 16),
+        let type = ueventNumbers(properties[.type], radix: 10), type.0 <= 0xFF
     else {
         return [:]
     }

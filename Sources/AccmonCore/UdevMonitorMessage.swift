@@ -8,8 +8,8 @@
 /// older or newer libudev than the host's udevd depend on it staying so.
 ///
 /// libudev's `udev_monitor_receive_device` turns the same bytes into a device object that holds every property in
-/// hash maps; with its matching unref that was over half of accmond's instructions per event. ``parse(_:keeping:)``
-/// keeps only the fields and the properties accmond reads, and accepts and rejects as libudev does for them: what
+/// hash maps; with its matching unref that was over half of accmond's instructions per event. ``parse(_:)`` keeps
+/// only the fields and the properties accmond reads (``UdevProperty``), and accepts and rejects as libudev does for them: what
 /// it rejects is what libudev would drop (checked against the real libudev in the tests), so no event is lost or
 /// invented. It does not check the fields accmond never reads (`MAJOR`, `IFINDEX`, `DEVMODE`, ...), which libudev
 /// would reject when malformed; udevd never sends them malformed.
@@ -27,8 +27,8 @@ public struct UdevMonitorMessage: Sendable, Hashable {
     public var devnode: String
     /// `SEQNUM`, the kernel's event number (never 0).
     public var sequenceNumber: UInt64
-    /// The properties asked for that the message carries (the last one wins when a key repeats).
-    public var properties: [String: String]
+    /// The ``UdevProperty`` properties the message carries (the last one wins when a key repeats).
+    public var properties: UdevProperties
 
     /// `/sys` followed by ``devpath``.
     public var syspath: String { "/sys" + devpath }
@@ -45,7 +45,7 @@ public struct UdevMonitorMessage: Sendable, Hashable {
     /// Creates a message.
     public init(
         action: String, devpath: String, subsystem: String, devtype: String = "", devnode: String = "",
-        sequenceNumber: UInt64, properties: [String: String] = [:]
+        sequenceNumber: UInt64, properties: UdevProperties = [:]
     ) {
         self.action = action
         self.devpath = devpath
@@ -79,10 +79,8 @@ public struct UdevMonitorMessage: Sendable, Hashable {
     /// The netlink group of the kernel's own uevents (udevd's is 2).
     static let kernelGroup: UInt32 = 1
 
-    /// Parses one datagram, keeping the properties in `names` (besides the fields above).
-    public static func parse(
-        _ datagram: UnsafeRawBufferPointer, keeping names: UdevPropertyNames
-    ) -> Result<UdevMonitorMessage, UdevMessageRejection> {
+    /// Parses one datagram.
+    public static func parse(_ datagram: UnsafeRawBufferPointer) -> Result<UdevMonitorMessage, UdevMessageRejection> {
         let length = datagram.count
         // libudev's own minimum: shorter datagrams are dropped before anything else is read.
         guard length >= 32 else { return .failure(.init("\(length) bytes is shorter than a message header")) }
@@ -98,21 +96,18 @@ public struct UdevMonitorMessage: Sendable, Hashable {
         guard offset >= headerSize, offset + 32 <= length else {
             return .failure(.init("properties offset \(offset) is outside the \(length)-byte message"))
         }
-        return parseProperties(UnsafeRawBufferPointer(rebasing: datagram[offset...]), keeping: names)
+        return parseProperties(UnsafeRawBufferPointer(rebasing: datagram[offset...]))
     }
 
     /// Parses the `KEY=VALUE` strings, each ended by a NUL, of a message.
-    static func parseProperties(
-        _ block: UnsafeRawBufferPointer, keeping names: UdevPropertyNames
-    ) -> Result<UdevMonitorMessage, UdevMessageRejection> {
+    static func parseProperties(_ block: UnsafeRawBufferPointer) -> Result<UdevMonitorMessage, UdevMessageRejection> {
         var action: String?
         var devpath: String?
         var subsystem: String?
         var sequence: UInt64?
         var devtype = ""
         var devnode = ""
-        var properties: [String: String] = [:]
-        properties.reserveCapacity(names.count)
+        var properties = UdevProperties()
         let bytes = block.bindMemory(to: UInt8.self)
         var start = 0
         var index = 0
@@ -129,7 +124,7 @@ public struct UdevMonitorMessage: Sendable, Hashable {
             }
             let key = UnsafeBufferPointer(rebasing: entry[..<equals])
             let value = UnsafeBufferPointer(rebasing: entry[(equals + 1)...])
-            switch UdevPropertyNames.field(key) {
+            switch UdevMessageKey(key) {
             case .action:
                 let name = text(value)
                 guard actions.contains(name) else { return .failure(.init("ACTION '\(name)' is not a udev action")) }
@@ -148,14 +143,13 @@ public struct UdevMonitorMessage: Sendable, Hashable {
                     return .failure(.init("SEQNUM '\(text(value))' is not a positive number"))
                 }
                 sequence = number
+            case .property(.devlinks):
+                // libudev keeps the links of every DEVLINKS entry, each once.
+                properties[.devlinks] = properties[.devlinks].map { joinedLinks($0, text(value)) } ?? text(value)
+            case .property(let property):
+                properties[property] = text(value)
             case nil:
-                guard let name = names.name(key) else { break }
-                if name == "DEVLINKS", let links = properties[name] {
-                    // libudev keeps the links of every DEVLINKS entry, each once.
-                    properties[name] = joinedLinks(links, text(value))
-                } else {
-                    properties[name] = text(value)
-                }
+                break
             }
         }
         guard let action, let devpath, let subsystem, let sequence else {
@@ -308,23 +302,23 @@ public struct UdevMessageRejection: Error, Sendable, Hashable, CustomStringConve
     public var description: String { reason }
 }
 
-/// The property names a ``UdevMonitorMessage`` keeps, matched against a message's keys as bytes (no string is made
-/// for a property that is not kept).
-public struct UdevPropertyNames: Sendable {
-    /// The fields every message has, read into ``UdevMonitorMessage``'s own members.
-    enum Field {
-        case action, devpath, subsystem, devtype, devname, sequenceNumber
-    }
+/// A key of a udev monitor message that ``UdevMonitorMessage/parse(_:)`` reads: a field or a ``UdevProperty``,
+/// recognised from its bytes (no string is made for a key that is not read).
+enum UdevMessageKey: Equatable {
+    case action, devpath, subsystem, devtype, devname, sequenceNumber
+    case property(UdevProperty)
 
-    /// A kept name as numbers: its length and its first and last (up to) eight bytes, which tell apart any two names
-    /// of up to sixteen bytes; longer ones are then compared whole. Trivial, so that a search retains nothing.
-    private struct Probe {
+    /// A key's name as numbers: its length and its first and last (up to) eight bytes, which tell apart any two names
+    /// of up to sixteen bytes (every name read is).
+    private struct Entry {
         var length: Int
         var head: UInt64
         var tail: UInt64
+        var key: UdevMessageKey
 
-        init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        init(_ bytes: UnsafeBufferPointer<UInt8>, key: UdevMessageKey) {
             length = bytes.count
+            self.key = key
             if bytes.count >= 8 {
                 let raw = UnsafeRawBufferPointer(bytes)
                 head = raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)
@@ -337,46 +331,36 @@ public struct UdevPropertyNames: Sendable {
         }
     }
 
-    private let probes: [Probe]
-    private let names: [String]
-
-    /// Keeps `names`.
-    public init(_ names: [String]) {
-        self.names = names
-        probes = names.map { name in Array(name.utf8).withUnsafeBufferPointer(Probe.init) }
+    private static let longestName = 16
+    /// Every key read, ordered by length.
+    private static let entries: [Entry] = {
+        let fields: [(String, UdevMessageKey)] = [
+            ("ACTION", .action), ("DEVPATH", .devpath), ("SUBSYSTEM", .subsystem), ("DEVTYPE", .devtype),
+            ("DEVNAME", .devname), ("SEQNUM", .sequenceNumber),
+        ]
+        let named = fields + UdevProperty.allCases.map { ($0.udevName, .property($0)) }
+        precondition(named.allSatisfy { $0.0.utf8.count <= longestName })
+        return named.sorted { $0.0.utf8.count < $1.0.utf8.count }.map { name, key in
+            Array(name.utf8).withUnsafeBufferPointer { Entry($0, key: key) }
+        }
+    }()
+    /// For each length up to ``longestName`` + 1, the index in ``entries`` of the first key at least that long.
+    private static let firstOfLength: [Int] = (0...longestName + 1).map { length in
+        entries.firstIndex { $0.length >= length } ?? entries.count
     }
 
-    /// How many names are kept.
-    public var count: Int { names.count }
-
-    static func field(_ key: UnsafeBufferPointer<UInt8>) -> Field? {
-        func equals(_ name: StaticString) -> Bool {
-            name.utf8CodeUnitCount == key.count && memoryEqual(key, name.utf8Start, key.count)
-        }
-        switch key.count {
-        case 6: return equals("ACTION") ? .action : equals("SEQNUM") ? .sequenceNumber : nil
-        case 7: return equals("DEVPATH") ? .devpath : equals("DEVTYPE") ? .devtype : equals("DEVNAME") ? .devname : nil
-        case 9: return equals("SUBSYSTEM") ? .subsystem : nil
-        default: return nil
-        }
-    }
-
-    func name(_ key: UnsafeBufferPointer<UInt8>) -> String? {
-        guard !key.isEmpty else { return nil }
-        let probe = Probe(key)
-        let found = probes.withUnsafeBufferPointer { probes in
-            probes.firstIndex { $0.length == probe.length && $0.head == probe.head && $0.tail == probe.tail }
+    /// The key whose name is `bytes`; `nil` when it is not read.
+    init?(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard bytes.count <= Self.longestName else { return nil }
+        let probe = Entry(bytes, key: .action)
+        let found = Self.entries.withUnsafeBufferPointer { entries in
+            Self.firstOfLength.withUnsafeBufferPointer { first in
+                entries[first[bytes.count]..<first[bytes.count + 1]].first {
+                    $0.head == probe.head && $0.tail == probe.tail
+                }
+            }
         }
         guard let found else { return nil }
-        let name = names[found]
-        if key.count <= 16 { return name }
-        var whole = name
-        return whole.withUTF8 { memoryEqual(key, $0.baseAddress!, key.count) } ? name : nil
+        self = found.key
     }
-}
-
-/// Whether the first `count` bytes of `bytes` and `other` are equal.
-private func memoryEqual(_ bytes: UnsafeBufferPointer<UInt8>, _ other: UnsafePointer<UInt8>, _ count: Int) -> Bool {
-    for offset in 0..<count where bytes[offset] != other[offset] { return false }
-    return true
 }

@@ -118,13 +118,14 @@ public final class UdevDevice {
             descriptorsSHA256: devtype == "usb_device" ? directory?.descriptorsHash() ?? "" : "")
     }
 
-    /// The device's properties that classification reads (``DeviceClassifier/propertyNames``): looked up one by one,
-    /// which is much cheaper than copying the whole list (a udev event carries some 30 properties).
-    private static func properties(_ device: OpaquePointer) -> [String: String] {
-        var properties: [String: String] = [:]
-        properties.reserveCapacity(DeviceClassifier.propertyNames.count)
-        for name in DeviceClassifier.propertyNames {
-            if let value = udev_device_get_property_value(device, name) { properties[name] = String(cString: value) }
+    /// The device's properties that classification reads (``UdevProperty``): looked up one by one, which is much
+    /// cheaper than copying the whole list (a udev event carries some 30 properties).
+    private static func properties(_ device: OpaquePointer) -> UdevProperties {
+        var properties = UdevProperties()
+        for property in UdevProperty.allCases {
+            if let value = udev_device_get_property_value(device, property.udevName) {
+                properties[property] = String(cString: value)
+            }
         }
         return properties
     }
@@ -163,7 +164,7 @@ final class SysfsDirectory {
     }
 
     /// A `usb_device`'s ``usbDeviceAttributes``: those its uevent carries from the properties, the others read.
-    func usbDeviceAttributes(_ properties: [String: String]) -> [String: String] {
+    func usbDeviceAttributes(_ properties: UdevProperties) -> [String: String] {
         var attributes = AccmonCore.usbDeviceAttributes(fromUeventProperties: properties)
         for name in AccmonCore.usbDeviceAttributes where attributes[name] == nil {
             if let value = text(name) { attributes[name] = value }
@@ -225,7 +226,6 @@ public final class UdevMonitor {
     /// Large enough for any message udevd sends (its properties are a few KiB at most); a longer one is reported.
     private static let bufferBytes = 65_536
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferBytes, alignment: 8)
-    private let propertyNames = UdevPropertyNames(DeviceClassifier.propertyNames)
     private let subsystems: Set<String>
 
     /// Creates a monitor filtered by subsystem (in the kernel-side filter, and again on each message) and starts
@@ -280,7 +280,7 @@ public final class UdevMonitor {
         {
             return .dropped(reason: problem)
         }
-        switch UdevMonitorMessage.parse(UnsafeRawBufferPointer(rebasing: buffer[..<length]), keeping: propertyNames) {
+        switch UdevMonitorMessage.parse(UnsafeRawBufferPointer(rebasing: buffer[..<length])) {
         case .success(let message):
             guard subsystems.contains(message.subsystem) else {
                 return .dropped(reason: "subsystem '\(message.subsystem)' is not watched")

@@ -22,7 +22,7 @@ enum Devices {
         DeviceRecord(
             action: action, syspath: ttyPath, subsystem: "tty", devnode: "/dev/ttyUSB0",
             properties: [
-                "DEVLINKS": "/dev/serial/by-id/usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0 /dev/serial/by-path/x"
+                .devlinks: "/dev/serial/by-id/usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0 /dev/serial/by-path/x"
             ],
             usbDevice: ftdiAncestor,
             usbInterface: AncestorRecord(syspath: ftdiPath + "/1-2:1.0", attributes: ["bInterfaceNumber": "00"]))
@@ -31,7 +31,7 @@ enum Devices {
     static let hidPath = "/sys/devices/virtual/misc/uhid/0005:05AC:0267.0001"
     static let hid = AncestorRecord(
         syspath: hidPath,
-        properties: ["HID_ID": "0005:000005AC:00000267", "HID_NAME": "Magic Keyboard", "HID_UNIQ": "28:37:37:1a:2b:3c"])
+        properties: [.hidID: "0005:000005AC:00000267", .hidName: "Magic Keyboard", .hidUniq: "28:37:37:1a:2b:3c"])
 
     static func keyboardEvent(_ action: String, _ number: Int) -> DeviceRecord {
         DeviceRecord(

@@ -6,8 +6,6 @@ import Testing
 /// random datagrams (MonitorMessageAgreementTests); these pin each rule, as libudev 252 was seen to apply it.
 @Suite("udev monitor messages")
 struct UdevMonitorMessageTests {
-    static let names = UdevPropertyNames(["ID_VENDOR_ID", "ID_SERIAL_SHORT", "DEVLINKS", "A_KEY_LONGER_THAN_16"])
-
     /// A datagram as udevd sends it: the header, then the entries each followed by a NUL.
     static func datagram(
         _ entries: [String], magic: UInt32 = UdevMonitorMessage.magic, prefix: String = "libudev", offset: UInt32 = 40
@@ -20,7 +18,7 @@ struct UdevMonitorMessageTests {
     }
 
     static func parse(_ datagram: [UInt8]) -> Result<UdevMonitorMessage, UdevMessageRejection> {
-        datagram.withUnsafeBytes { UdevMonitorMessage.parse($0, keeping: names) }
+        datagram.withUnsafeBytes { UdevMonitorMessage.parse($0) }
     }
 
     static let required = ["ACTION=add", "DEVPATH=/devices/pci0000:00/usb1/1-2", "SUBSYSTEM=usb", "SEQNUM=4711"]
@@ -30,7 +28,8 @@ struct UdevMonitorMessageTests {
             Self.datagram(
                 Self.required + [
                     "DEVTYPE=usb_device", "DEVNAME=/dev/bus/usb/001/004", "ID_VENDOR_ID=1209", "ID_MODEL_ID=a000",
-                    "ID_SERIAL_SHORT=B000000001", "A_KEY_LONGER_THAN_16=long", "MAJOR=189", "MINOR=3",
+                    "ID_SERIAL_SHORT=B000000001", "ID_VENDOR_FROM_DATABASE=pid.codes", "ID_SERIAL=pid_B000000001",
+                    "MAJOR=189", "MINOR=3",
                 ])
         ).get()
         #expect(
@@ -38,7 +37,7 @@ struct UdevMonitorMessageTests {
                 == UdevMonitorMessage(
                     action: "add", devpath: "/devices/pci0000:00/usb1/1-2", subsystem: "usb", devtype: "usb_device",
                     devnode: "/dev/bus/usb/001/004", sequenceNumber: 4711,
-                    properties: ["ID_VENDOR_ID": "1209", "ID_SERIAL_SHORT": "B000000001", "A_KEY_LONGER_THAN_16": "long"]))
+                    properties: [.vendorID: "1209", .modelID: "a000", .serialShort: "B000000001"]))
         #expect(message.syspath == "/sys/devices/pci0000:00/usb1/1-2")
         #expect(message.sysname == "1-2")
     }
@@ -52,7 +51,7 @@ struct UdevMonitorMessageTests {
                     "UNKEPT=x=y=z",
                 ])
         ).get()
-        #expect(message.properties == ["ID_VENDOR_ID": "last", "ID_SERIAL_SHORT": "", "DEVLINKS": "/dev/a /dev/b /dev/c"])
+        #expect(message.properties == [.vendorID: "last", .serialShort: "", .devlinks: "/dev/a /dev/b /dev/c"])
         #expect(message.devnode == "/dev/ttyUSB0", "a relative DEVNAME is under /dev")
         #expect(message.devpath == "/devices/x/ttyUSB0", "repeated slashes, '.' and a trailing slash go")
         #expect(try Self.parse(Self.datagram(Self.required + ["DEVNAME="])).get().devnode == "/dev/")
@@ -65,9 +64,31 @@ struct UdevMonitorMessageTests {
                 ["ACTION=add\n", "DEVPATH=/devices/x\r\n", "SUBSYSTEM=usb", "SEQNUM=5\nmore", "ID_VENDOR_ID=12\r09"])
         ).get()
         #expect(message.action == "add" && message.devpath == "/devices/x" && message.sequenceNumber == 5)
-        #expect(message.properties == ["ID_VENDOR_ID": "12"])
+        #expect(message.properties == [.vendorID: "12"])
         #expect(throws: UdevMessageRejection("property 5 'KEY' has no '='")) {
             try Self.parse(Self.datagram(Self.required + ["KEY\nX=1"])).get()
+        }
+    }
+
+    /// Every property classification reads is kept under its udev name, and a key that differs from one of them in a
+    /// single byte (or by a byte more or less) is not.
+    @Test func eachReadPropertyIsRecognisedByItsWholeName() throws {
+        for property in UdevProperty.allCases {
+            let name = Array(property.udevName.utf8)
+            let message = try Self.parse(Self.datagram(Self.required + ["\(property.udevName)=value"])).get()
+            #expect(message.properties == [property: "value"], "\(property.udevName)")
+            var nearMisses = [name + Array("X".utf8), Array(name.dropLast()), Array(name.dropFirst())]
+            for index in name.indices {
+                var changed = name
+                changed[index] ^= 0x20
+                nearMisses.append(changed)
+            }
+            for key in nearMisses where !key.isEmpty {
+                let text = String(decoding: key, as: UTF8.self)
+                let other = try Self.parse(Self.datagram(Self.required + ["\(text)=value"])).get()
+                let expected: UdevProperties = UdevProperty.allCases.first { $0.udevName == text }.map { [$0: "value"] } ?? [:]
+                #expect(other.properties == expected, "\(text)")
+            }
         }
     }
 
@@ -145,7 +166,7 @@ struct UdevMonitorMessageTests {
             let entry = Array(("ID_SERIAL_SHORT=".utf8 + value).prefix { $0 != 0x0A && $0 != 0x0D })
             let expected = String(decoding: entry.dropFirst("ID_SERIAL_SHORT=".utf8.count), as: UTF8.self)
             let message = try Self.parse(datagram).get()
-            #expect(message.properties["ID_SERIAL_SHORT"] == expected, "value \(value)")
+            #expect(message.properties[.serialShort] == expected, "value \(value)")
         }
     }
 }

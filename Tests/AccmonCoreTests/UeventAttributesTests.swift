@@ -7,15 +7,15 @@ import Testing
 struct UeventAttributesTests {
     @Test func theKernelsFormatsBecomeTheAttributeFilesFormats() {
         #expect(
-            usbDeviceAttributes(fromUeventProperties: ["PRODUCT": "403/6001/600", "TYPE": "0/0/0"]) == [
+            usbDeviceAttributes(fromUeventProperties: [.product: "403/6001/600", .type: "0/0/0"]) == [
                 "idVendor": "0403", "idProduct": "6001", "bcdDevice": "0600", "bDeviceClass": "00",
             ])
         #expect(
-            usbDeviceAttributes(fromUeventProperties: ["PRODUCT": "1d6b/2/601", "TYPE": "9/0/1"]) == [
+            usbDeviceAttributes(fromUeventProperties: [.product: "1d6b/2/601", .type: "9/0/1"]) == [
                 "idVendor": "1d6b", "idProduct": "0002", "bcdDevice": "0601", "bDeviceClass": "09",
             ])
         #expect(
-            usbDeviceAttributes(fromUeventProperties: ["PRODUCT": "ffff/0/ffff", "TYPE": "255/255/255"]) == [
+            usbDeviceAttributes(fromUeventProperties: [.product: "ffff/0/ffff", .type: "255/255/255"]) == [
                 "idVendor": "ffff", "idProduct": "0000", "bcdDevice": "ffff", "bDeviceClass": "ff",
             ])
     }
@@ -32,9 +32,9 @@ struct UeventAttributesTests {
                 random.next(below: 0x10000), random.next(below: 0x10000), random.next(below: 0x10000)
             )
             let deviceClass = random.next(below: 0x100)
-            let properties = [
-                "PRODUCT": "\(String(vendor, radix: 16))/\(String(product, radix: 16))/\(String(device, radix: 16))",
-                "TYPE": "\(deviceClass)/\(random.next(below: 0x100))/\(random.next(below: 0x100))",
+            let properties: UdevProperties = [
+                .product: "\(String(vendor, radix: 16))/\(String(product, radix: 16))/\(String(device, radix: 16))",
+                .type: "\(deviceClass)/\(random.next(below: 0x100))/\(random.next(below: 0x100))",
             ]
             let expected = [
                 "idVendor": hex(vendor, 4), "idProduct": hex(product, 4), "bcdDevice": hex(device, 4),
@@ -47,16 +47,16 @@ struct UeventAttributesTests {
     /// Anything but the kernel's exact form gives nothing: the source then reads every attribute from sysfs.
     @Test(
         arguments: [
-            [:], ["PRODUCT": "403/6001/600"], ["TYPE": "0/0/0"],
-            ["PRODUCT": "SYNC/0/0", "TYPE": "0/0/0"], ["PRODUCT": "403/6001", "TYPE": "0/0/0"],
-            ["PRODUCT": "403/6001/600/1", "TYPE": "0/0/0"], ["PRODUCT": "10403/6001/600", "TYPE": "0/0/0"],
-            ["PRODUCT": "-403/6001/600", "TYPE": "0/0/0"], ["PRODUCT": "+403/6001/600", "TYPE": "0/0/0"],
-            ["PRODUCT": "403//600", "TYPE": "0/0/0"], ["PRODUCT": " 403/6001/600", "TYPE": "0/0/0"],
-            ["PRODUCT": "403/6001/600", "TYPE": "a/0/0"], ["PRODUCT": "403/6001/600", "TYPE": "256/0/0"],
-            ["PRODUCT": "403/6001/600", "TYPE": "0/0"], ["PRODUCT": "٤03/6001/600", "TYPE": "0/0/0"],
-            ["PRODUCT": "ABCD/6001/600", "TYPE": "0/0/0"], ["PRODUCT": "403/6001/600/", "TYPE": "0/0/0"],
-        ] as [[String: String]])
-    func malformedPropertiesGiveNothing(properties: [String: String]) {
+            [:], [.product: "403/6001/600"], [.type: "0/0/0"],
+            [.product: "SYNC/0/0", .type: "0/0/0"], [.product: "403/6001", .type: "0/0/0"],
+            [.product: "403/6001/600/1", .type: "0/0/0"], [.product: "10403/6001/600", .type: "0/0/0"],
+            [.product: "-403/6001/600", .type: "0/0/0"], [.product: "+403/6001/600", .type: "0/0/0"],
+            [.product: "403//600", .type: "0/0/0"], [.product: " 403/6001/600", .type: "0/0/0"],
+            [.product: "403/6001/600", .type: "a/0/0"], [.product: "403/6001/600", .type: "256/0/0"],
+            [.product: "403/6001/600", .type: "0/0"], [.product: "٤03/6001/600", .type: "0/0/0"],
+            [.product: "ABCD/6001/600", .type: "0/0/0"], [.product: "403/6001/600/", .type: "0/0/0"],
+        ] as [UdevProperties])
+    func malformedPropertiesGiveNothing(properties: UdevProperties) {
         #expect(usbDeviceAttributes(fromUeventProperties: properties).isEmpty)
     }
 }

@@ -9,8 +9,11 @@ import Testing
 /// same fields and properties from the others, apart from the differences the parser documents.
 @Suite("udev monitor messages: accmond's parser agrees with libudev", .timeLimit(.minutes(2)))
 struct MonitorMessageAgreementTests {
-    /// What the test keeps of each message, besides the fields: the classifier's names, plus two the generator uses.
-    static let kept = DeviceClassifier.propertyNames + ["DRIVER", "ID_PATH"]
+    /// The properties the parser reads (``UdevProperty``), by udev name.
+    static let read = UdevProperty.allCases.map(\.udevName)
+    /// The keys the generator picks from: those read, and some it does not read (one longer than any read name, and
+    /// one that begins like one read).
+    static let keys = read + ["DRIVER", "ID_PATH", "ID_VENDOR_FROM_DATABASE", "ID_SERIAL"]
 
     @Test func randomDatagramsAreReadAsLibudevReadsThem() throws {
         let seed = SplitMix64.testSeed()
@@ -18,10 +21,9 @@ struct MonitorMessageAgreementTests {
         var cases: [(datagram: [UInt8], kind: DatagramKind)] = []
         for _ in 0..<3_000 { cases.append(Self.randomDatagram(&random)) }
         let answers = try Self.libudevAnswers(cases.map(\.datagram))
-        let names = UdevPropertyNames(Self.kept)
         var accepted = 0
         for ((datagram, kind), answer) in zip(cases, answers) {
-            let parsed = datagram.withUnsafeBytes { UdevMonitorMessage.parse($0, keeping: names) }
+            let parsed = datagram.withUnsafeBytes { UdevMonitorMessage.parse($0) }
             let context = "\(kind) datagram \(Self.printable(datagram)) (ACCMON_TEST_SEED=\(seed))"
             switch kind {
             case .kernelFormat, .parentComponent:
@@ -42,7 +44,8 @@ struct MonitorMessageAgreementTests {
                 accepted += 1
                 #expect(Self.fields(of: message) == answer.fields, "\(context)")
                 #expect(
-                    Self.linksAsSets(message.properties) == Self.linksAsSets(answer.properties(keeping: Self.kept)),
+                    Self.linksAsSets(Self.byName(message.properties))
+                        == Self.linksAsSets(answer.properties(keeping: Self.read)),
                     "\(context)")
             }
         }
@@ -61,6 +64,12 @@ struct MonitorMessageAgreementTests {
         func properties(keeping names: [String]) -> [String: String] {
             rawProperties.filter { names.contains($0.key) }
         }
+    }
+
+    static func byName(_ properties: UdevProperties) -> [String: String] {
+        var named: [String: String] = [:]
+        for property in UdevProperty.allCases { named[property.udevName] = properties[property] }
+        return named
     }
 
     static func fields(of message: UdevMonitorMessage) -> [String: String] {
@@ -198,7 +207,7 @@ struct MonitorMessageAgreementTests {
             entries.append(Array("DEVNAME=".utf8) + pick([Array("/dev/bus/usb/001/002".utf8), Array("ttyUSB0".utf8), []]))
         }
         for _ in 0..<Int(random.next(below: 12)) {
-            let key = chance(70) ? pick(kept) : String(decoding: word("ABCDEFGHIJKLMNOPQRSTUVWXYZ_", 0...12), as: UTF8.self)
+            let key = chance(70) ? pick(keys) : String(decoding: word("ABCDEFGHIJKLMNOPQRSTUVWXYZ_", 0...12), as: UTF8.self)
             if key == "DEVLINKS" {
                 // udevd's form: distinct links, one space between them.
                 let links = Set((0..<(1 + Int(random.next(below: 3)))).map { _ in "/dev/" + String(decoding: word("abc/-", 1...12), as: UTF8.self) })

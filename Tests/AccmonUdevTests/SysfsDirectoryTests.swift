@@ -1,3 +1,4 @@
+import AccmonCore
 import AccmonCrypto
 import AccmonTestSupport
 import Foundation
@@ -53,12 +54,12 @@ struct SysfsDirectoryTests {
         ]
         // The ids from PRODUCT and TYPE, the rest from the files (which here disagree, to tell the two apart).
         #expect(
-            sysfs.usbDeviceAttributes(["PRODUCT": "403/6001/600", "TYPE": "0/0/0"])
+            sysfs.usbDeviceAttributes([.product: "403/6001/600", .type: "0/0/0"])
                 == common.merging(
                     ["idVendor": "0403", "idProduct": "6001", "bcdDevice": "0600", "bDeviceClass": "00"]) { $1 })
         // Without them (or malformed), every attribute from its file.
         #expect(
-            sysfs.usbDeviceAttributes(["PRODUCT": "SYNC/0/0", "TYPE": "0/0/0"])
+            sysfs.usbDeviceAttributes([.product: "SYNC/0/0", .type: "0/0/0"])
                 == common.merging(
                     ["idVendor": "1209", "idProduct": "0001", "bcdDevice": "0100", "bDeviceClass": "ff"]) { $1 })
     }
