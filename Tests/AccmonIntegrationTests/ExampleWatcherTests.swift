@@ -23,7 +23,10 @@ struct ExampleWatcherTests {
         let example = try ChildProcess(
             try Binaries.url("AccmonExampleWatcher"), [daemon.socketPath], name: "example", directory: daemon.directory)
         // The example subscribes after it connects: wait until the daemon lists a subscribed client (the driver is not).
-        let subscribed = try await eventually { try await driver.status().clients.contains { $0.subscribed } }
+        // A debug build's first start can take seconds on a loaded machine.
+        let subscribed = try await eventually(timeout: .seconds(30)) {
+            try await driver.status().clients.contains { $0.subscribed }
+        }
         try #require(subscribed, "the example never subscribed: \(example.stderr) \(example.stdout)")
 
         let pluggedID = try await driver.simulateConnect(Accessory(kind: .serial, name: "ExamplePlugged"))
