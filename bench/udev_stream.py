@@ -242,9 +242,12 @@ try:
     receiver_commands = {
         "accmon-watch": ([os.path.join(options.bin_dir, "accmon"), "--socket", socket_path, "watch", "--json"],
                          parse_watch),
-        # The AccmonClient app twice: events through the async sequence (`for try await`), and through a handler on
-        # the connection's reader thread (`--handler`).
+        # The AccmonClient app three times: events through the async sequence (`for try await`), through a handler on
+        # the connection's reader thread (`--handler`), and through the async sequence in a task that prefers the
+        # connection's reader executor (`--reader-executor`).
         "accmon-client": (options.client_prefix.split() + [options.client, socket_path], parse_client),
+        "accmon-client-executor": (options.client_prefix.split() + [options.client, socket_path, "--reader-executor"],
+                                   parse_client),
         "accmon-client-handler": (options.client_prefix.split() + [options.client, socket_path, "--handler"],
                                   parse_client),
         "relay": ([os.path.join(options.tools_dir, "relay"), "watch", relay_path], parse_client),

@@ -81,8 +81,9 @@ public final class AccmonConnection: Sendable {
         } catch {
             throw connectError(error, path: path)
         }
-        let channel = Channel(descriptor: descriptor)
+        let channel: Channel
         do {
+            channel = try Channel(descriptor: descriptor)
             try channel.startReading()
         } catch {
             descriptor.close()
@@ -210,6 +211,27 @@ public final class AccmonConnection: Sendable {
         }
         return AccessoryObservation(snapshot: snapshot, channel: channel, end: end)
     }
+
+    /// An executor that runs tasks on this connection's reader thread, between its reads of the socket.
+    ///
+    /// A loop over a subscription in a task that prefers it gets each event on the thread that read it, where the
+    /// sequence otherwise resumes the loop on Swift's cooperative pool, which costs a wake-up of a pool thread per
+    /// event when the machine is idle:
+    ///
+    /// ```swift
+    /// let subscription = try await connection.subscribe()
+    /// try await withTaskExecutorPreference(connection.readerExecutor) {
+    ///     for try await event in subscription { print(event.change, event.accessory.name) }
+    /// }
+    /// ```
+    ///
+    /// The loop must not be isolated to an actor, the main actor included (as top-level code and `@MainActor` types
+    /// are): an actor's isolation takes precedence over an executor preference.
+    ///
+    /// - Important: As with a handler (``subscribe(_:includeRejected:onUpdate:)``), the connection reads nothing
+    ///   while such a task runs: keep the work between two awaits short and never block in it. Awaiting a request on
+    ///   the same connection is fine. Once the connection has ended, these tasks run on the global executor.
+    public var readerExecutor: any TaskExecutor { channel.executor }
 
     /// Ends the subscription; its event sequence finishes, or its handler gets no more updates.
     public func unsubscribe() async throws(AccmonError) {

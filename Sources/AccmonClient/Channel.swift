@@ -1,5 +1,6 @@
 import AccmonCore
 import AccmonSys
+import Glibc
 import Synchronization
 
 /// The socket under an ``AccmonConnection``: writes requests, and reads replies and events on a thread of its own.
@@ -39,9 +40,12 @@ final class Channel: Sendable {
     private let descriptor: FileDescriptor
     private let state = Mutex(State())
     private let writeLock = Mutex(())
+    /// Runs tasks that prefer it on the reader thread.
+    let executor: ReaderExecutor
 
-    init(descriptor: FileDescriptor) {
+    init(descriptor: FileDescriptor) throws(Errno) {
         self.descriptor = descriptor
+        executor = try ReaderExecutor()
     }
 
     func startReading() throws(Errno) {
@@ -178,7 +182,21 @@ final class Channel: Sendable {
         let codec = ProtocolCodec()
         var buffer = [UInt8](repeating: 0, count: 65_536)
         var endError = AccmonError(.connectionClosed, "accmon: accmond closed the connection")
+        executor.readerStarted()
+        var waits = [
+            pollfd(fd: descriptor.rawValue, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: executor.wakeup.descriptor.rawValue, events: Int16(POLLIN), revents: 0),
+        ]
         while true {
+            // Tasks that prefer the reader executor run between reads; the socket is not left unread for long.
+            let moreJobs = executor.runWaitingJobs()
+            if poll(&waits, 2, moreJobs ? 0 : -1) < 0 {
+                if errno == EINTR { continue }
+                endError = AccmonError(.connectionClosed, "accmon: poll: \(Errno.current)")
+                break
+            }
+            if waits[1].revents != 0 { executor.wakeup.drain() }
+            guard waits[0].revents != 0 else { continue }
             let result = buffer.withUnsafeMutableBytes { raw in
                 Result { () throws(Errno) -> Int in try descriptor.receive(into: raw) }
             }
@@ -202,6 +220,7 @@ final class Channel: Sendable {
         }
         descriptor.close()
         end(endError)
+        executor.readerEnded()
     }
 
     /// Decodes and dispatches one line; returns the error that ends the connection when the line does.

@@ -1,9 +1,12 @@
-// accmon-bench-client SOCKET [--handler]: an app that receives events through AccmonClient, as an app would.
+// accmon-bench-client SOCKET [--handler | --reader-executor]: an app that receives events through AccmonClient, as an
+// app would.
 //
 // Subscribes to every accessory, prints `ready` once the snapshot is in, then for each event prints one line
 // `CHANGE SERIAL T_NS` with a single write(2), where T_NS is CLOCK_MONOTONIC when the event reached the app. By
 // default the events come from the subscription's async sequence (`for try await`, on Swift's cooperative pool); with
-// `--handler` they come to a handler on the connection's reader thread (`subscribe(_:includeRejected:onUpdate:)`).
+// `--handler` they come to a handler on the connection's reader thread (`subscribe(_:includeRejected:onUpdate:)`); with
+// `--reader-executor` from the async sequence in a task that prefers the connection's reader executor
+// (`withTaskExecutorPreference(connection.readerExecutor)`), so the loop runs on the reader thread.
 // The bench times the line again as it reads it (stamp.c), as it does for `accmon watch --json` and `udevadm monitor`.
 import AccmonClient
 import Glibc
@@ -27,6 +30,16 @@ func emit(change: String, serial: String) {
     emit("\(change) \(serial) \(Int(now.tv_sec) * 1_000_000_000 + now.tv_nsec)\n")
 }
 
+/// Prints the subscription's events from a loop in a task that prefers the connection's reader executor. Not isolated
+/// to the main actor, as this file's top-level code is: an actor's isolation wins over an executor preference.
+func emitOnTheReaderThread(_ subscription: AccessorySubscription, _ connection: AccmonConnection) async throws {
+    try await withTaskExecutorPreference(connection.readerExecutor) {
+        for try await event in subscription {
+            emit(change: event.change.rawValue, serial: event.accessory.serialNumber)
+        }
+    }
+}
+
 let arguments = CommandLine.arguments.dropFirst()
 let socketPath = arguments.first { !$0.hasPrefix("--") }
 do {
@@ -39,6 +52,10 @@ do {
             }
         }
         try await observation.waitForEnd()
+    } else if arguments.contains("--reader-executor") {
+        let subscription = try await connection.subscribe()
+        emit("ready \(subscription.snapshot.accessories.count)\n")
+        try await emitOnTheReaderThread(subscription, connection)
     } else {
         let subscription = try await connection.subscribe()
         emit("ready \(subscription.snapshot.accessories.count)\n")
