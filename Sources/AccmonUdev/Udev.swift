@@ -173,38 +173,43 @@ final class SysfsDirectory {
     }
 
     func text(_ name: String) -> String? {
-        guard var bytes = contents(name, limit: Self.attributeLimit, wholeInOneRead: true) else { return nil }
-        if let nul = bytes.firstIndex(of: 0) { bytes.removeSubrange(nul...) }
-        while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
-        return String(decoding: bytes, as: UTF8.self)
+        // On the stack: a text attribute is read once, and only its text is kept.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.attributeLimit) { buffer -> String? in
+            guard let count = read(name, into: buffer, wholeInOneRead: true) else { return nil }
+            var end = buffer[..<count].firstIndex(of: 0) ?? count
+            while end > 0, buffer[end - 1] == UInt8(ascii: "\n") || buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[..<end]), as: UTF8.self)
+        }
     }
 
     /// The SHA-256 of a USB device's raw descriptors (binary, so read whole, not as text); empty when unreadable.
     func descriptorsHash() -> String {
-        guard let bytes = contents("descriptors", limit: Self.descriptorsLimit), !bytes.isEmpty else { return "" }
-        return (try? SHA256.hexDigest(bytes)) ?? ""  // try?: without libcrypto's answer the hash is unknown
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.descriptorsLimit) { buffer in
+            guard let count = read("descriptors", into: buffer, wholeInOneRead: false), count > 0 else { return "" }
+            // try?: without libcrypto's answer the hash is unknown.
+            return (try? SHA256.hexDigest(UnsafeBufferPointer(rebasing: buffer[..<count]))) ?? ""
+        }
     }
 
-    /// Up to `limit` bytes of the file `name`. A sysfs text attribute is produced whole by the first read (as
-    /// libudev reads it, once); a binary one such as `descriptors` is read until end of file. `pread`, which on a
-    /// fresh descriptor is `read`, also skips umockdev's wrapper of `read` (two `sigprocmask` calls per read, which
-    /// the benchmarks would otherwise charge to accmond).
-    private func contents(_ name: String, limit: Int, wholeInOneRead: Bool = false) -> [UInt8]? {
+    /// Reads the file `name` into `buffer`; the number of bytes read, `nil` when it cannot be opened or read. A sysfs
+    /// text attribute is produced whole by the first read (as libudev reads it, once: `wholeInOneRead`); a binary one
+    /// such as `descriptors` is read until end of file. `pread`, which on a fresh descriptor is `read`, also skips
+    /// umockdev's wrapper of `read` (two `sigprocmask` calls per read, which the benchmarks would otherwise charge to
+    /// accmond).
+    private func read(_ name: String, into buffer: UnsafeMutableBufferPointer<UInt8>, wholeInOneRead: Bool) -> Int? {
         let file = openat(descriptor, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard file >= 0 else { return nil }
         defer { Glibc.close(file) }
-        var failed = false
-        let bytes = [UInt8](unsafeUninitializedCapacity: limit) { buffer, filled in
-            while filled < limit {
-                let count = pread(file, buffer.baseAddress! + filled, limit - filled, off_t(filled))
-                if count < 0 && errno == EINTR { continue }
-                if count < 0 { failed = true }
-                if count <= 0 { break }
-                filled += count
-                if wholeInOneRead { break }
-            }
+        var filled = 0
+        while filled < buffer.count {
+            let count = pread(file, buffer.baseAddress! + filled, buffer.count - filled, off_t(filled))
+            if count < 0 && errno == EINTR { continue }
+            if count < 0 { return nil }
+            if count == 0 { break }
+            filled += count
+            if wholeInOneRead { break }
         }
-        return failed ? nil : bytes
+        return filled
     }
 }
 
