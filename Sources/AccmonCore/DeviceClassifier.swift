@@ -145,9 +145,10 @@ public enum DeviceClassifier {
         guard let product = hexID(productText) else {
             return .failure(Rejection(description: "product id '\(productText)' is not 4 hex digits"))
         }
+        // The accessory id is derived by the caller, once kind, nodes and paths are known.
         return .success(
             Accessory(
-                kind: .usb,
+                kind: .usb, accessoryID: "",
                 name: value("product", .model),
                 manufacturer: value("manufacturer", .vendor),
                 modelNumber: product,
@@ -169,10 +170,21 @@ public enum DeviceClassifier {
 
     /// `bcdDevice` `"0600"` as `"6.00"`; other text unchanged.
     static func revision(_ bcd: String) -> String {
-        let digits = Array(bcd.utf8)
+        let digits = bcd.utf8
         guard digits.count == 4, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return bcd }
-        let major = digits[0] == UInt8(ascii: "0") ? digits[1...1] : digits[0...1]
-        return String(decoding: major + [UInt8(ascii: ".")] + digits[2...3], as: UTF8.self)
+        let skipped = digits.first == UInt8(ascii: "0") ? 1 : 0
+        return String(unsafeUninitializedCapacity: 5 - skipped) { text in
+            var count = 0
+            for (index, digit) in digits.enumerated() where index >= skipped {
+                if index == 2 {
+                    text[count] = UInt8(ascii: ".")
+                    count += 1
+                }
+                text[count] = digit
+                count += 1
+            }
+            return count
+        }
     }
 
     /// Trims whitespace and control characters and cuts the text to ``maximumFieldLength`` characters.
