@@ -2,7 +2,7 @@
 /// JSONEncoder (sorted keys, slashes unescaped), without JSONEncoder's generic machinery: this line is on the hot
 /// path, encoded once per event. Keys are static text, strings are copied in runs between the bytes that need
 /// escaping, and nothing is allocated but the line itself.
-enum EventLineWriter {
+package enum EventLineWriter {
     private static let quote = UInt8(ascii: "\"")
     private static let backslash = UInt8(ascii: "\\")
 
@@ -24,7 +24,7 @@ enum EventLineWriter {
     }
 
     /// The accessory object, its keys in sorted order.
-    static func accessory(_ accessory: Accessory, into out: inout [UInt8]) {
+    package static func accessory(_ accessory: Accessory, into out: inout [UInt8]) {
         literal(#"{"accessoryID":"#, into: &out)
         string(accessory.accessoryID, into: &out)
         literal(#","connectionID":"#, into: &out)
@@ -62,7 +62,7 @@ enum EventLineWriter {
         out.append(UInt8(ascii: "}"))
     }
 
-    static func strings(_ values: [String], into out: inout [UInt8]) {
+    package static func strings(_ values: [String], into out: inout [UInt8]) {
         out.append(UInt8(ascii: "["))
         for (index, value) in values.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
@@ -73,7 +73,7 @@ enum EventLineWriter {
 
     /// A JSON string as JSONEncoder writes it: `"` and `\` escaped, control characters as `\b \t \n \f \r` or
     /// `\u00xx`, everything else (slashes, DEL, non-ASCII) as UTF-8.
-    static func string(_ value: String, into out: inout [UInt8]) {
+    package static func string(_ value: String, into out: inout [UInt8]) {
         out.append(quote)
         var value = value  // withUTF8 may make a bridged or lazy string contiguous: on a copy
         value.withUTF8 { bytes in
@@ -107,7 +107,7 @@ enum EventLineWriter {
     }
 
     /// A decimal number, without an intermediate string.
-    static func number(_ value: UInt64, into out: inout [UInt8]) {
+    package static func number(_ value: UInt64, into out: inout [UInt8]) {
         var divisor: UInt64 = 1
         while value / divisor >= 10 { divisor *= 10 }
         var rest = value
@@ -118,7 +118,7 @@ enum EventLineWriter {
         }
     }
 
-    static func literal(_ text: StaticString, into out: inout [UInt8]) {
+    package static func literal(_ text: StaticString, into out: inout [UInt8]) {
         text.withUTF8Buffer { out.append(contentsOf: $0) }
     }
 }

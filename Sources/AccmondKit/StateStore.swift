@@ -4,7 +4,7 @@ import FoundationEssentials
 import Synchronization
 
 /// What survives a daemon restart: the connected set, the counters, and every session with a restore id.
-struct PersistedState: Codable, Sendable {
+struct PersistedState: Codable, Sendable, Equatable {
     /// The format version of the file.
     var version = 1
     /// Sequence numbers up to this one may have been issued: the next run starts after it.
@@ -14,12 +14,12 @@ struct PersistedState: Codable, Sendable {
     var connected: [ConnectedEntry]
     var sessions: [PreservedEntry]
 
-    struct ConnectedEntry: Codable, Sendable {
+    struct ConnectedEntry: Codable, Sendable, Equatable {
         var key: String
         var accessory: Accessory
     }
 
-    struct PreservedEntry: Codable, Sendable {
+    struct PreservedEntry: Codable, Sendable, Equatable {
         var uid: UInt32
         /// The client's groups, primary first, which decide what it may see.
         var gids: [UInt32]
@@ -33,10 +33,101 @@ struct PersistedState: Codable, Sendable {
         var preservedAt: Double
     }
 
-    struct ReplayedEvent: Codable, Sendable {
+    struct ReplayedEvent: Codable, Sendable, Equatable {
         var change: AccessoryEvent.Change
         var seq: UInt64
         var accessory: Accessory
+    }
+}
+
+extension PersistedState {
+    /// The state as JSON, written directly as ``EventLineWriter`` writes event lines: JSONEncoder took some 100,000
+    /// instructions per accessory, and the state holds every connected accessory and each preserved session's known
+    /// accessories and replay. JSONDecoder reads it back (``StateStore/load()``).
+    func json() -> [UInt8] {
+        typealias Writer = EventLineWriter
+        let accessories = connected.count + sessions.reduce(0) { $0 + $1.known.count + $1.replay.count }
+        var out: [UInt8] = []
+        out.reserveCapacity(128 + 512 * accessories)
+        Writer.literal(#"{"connected":["#, into: &out)
+        for (index, entry) in connected.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            Writer.literal(#"{"accessory":"#, into: &out)
+            Writer.accessory(entry.accessory, into: &out)
+            Writer.literal(#","key":"#, into: &out)
+            Writer.string(entry.key, into: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        Writer.literal(#"],"connectionCeiling":"#, into: &out)
+        Writer.number(connectionCeiling, into: &out)
+        Writer.literal(#","sequenceCeiling":"#, into: &out)
+        Writer.number(sequenceCeiling, into: &out)
+        Writer.literal(#","sessions":["#, into: &out)
+        for (index, session) in sessions.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            session.write(into: &out)
+        }
+        Writer.literal(#"],"version":"#, into: &out)
+        out += String(version).utf8
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+}
+
+extension PersistedState.PreservedEntry {
+    fileprivate func write(into out: inout [UInt8]) {
+        typealias Writer = EventLineWriter
+        Writer.literal(#"{"acknowledged":"#, into: &out)
+        Writer.number(acknowledged, into: &out)
+        Writer.literal(#","clientName":"#, into: &out)
+        Writer.string(clientName, into: &out)
+        Writer.literal(#","filter":{"#, into: &out)
+        // The filter's keys, sorted; an absent one is left out, as JSONEncoder leaves out a nil optional.
+        let fields = [
+            ("kind", filter.kind?.rawValue), ("productID", filter.productID),
+            ("protocol", filter.protocolString), ("vendorID", filter.vendorID),
+        ].compactMap { key, value in value.map { (key, $0) } }
+        for (position, (key, value)) in fields.enumerated() {
+            if position > 0 { out.append(UInt8(ascii: ",")) }
+            Writer.string(key, into: &out)
+            out.append(UInt8(ascii: ":"))
+            Writer.string(value, into: &out)
+        }
+        Writer.literal(#"},"gids":["#, into: &out)
+        for (position, gid) in gids.enumerated() {
+            if position > 0 { out.append(UInt8(ascii: ",")) }
+            Writer.number(UInt64(gid), into: &out)
+        }
+        Writer.literal(#"],"known":["#, into: &out)
+        for (position, accessory) in known.enumerated() {
+            if position > 0 { out.append(UInt8(ascii: ",")) }
+            Writer.accessory(accessory, into: &out)
+        }
+        Writer.literal(#"],"preservedAt":"#, into: &out)
+        // As JSONEncoder writes a Double: a whole number without a fraction. Wall-clock seconds are finite; JSON has
+        // no form for infinity or NaN (such a session would expire at once).
+        let seconds = preservedAt.isFinite ? preservedAt : 0
+        if seconds == seconds.rounded(), abs(seconds) < 0x1p53 {
+            out += String(Int64(seconds)).utf8
+        } else {
+            out += seconds.description.utf8
+        }
+        Writer.literal(#","replay":["#, into: &out)
+        for (position, event) in replay.enumerated() {
+            if position > 0 { out.append(UInt8(ascii: ",")) }
+            Writer.literal(#"{"accessory":"#, into: &out)
+            Writer.accessory(event.accessory, into: &out)
+            Writer.literal(#","change":"#, into: &out)
+            Writer.string(event.change.rawValue, into: &out)
+            Writer.literal(#","seq":"#, into: &out)
+            Writer.number(event.seq, into: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        Writer.literal(#"],"restoreID":"#, into: &out)
+        Writer.string(restoreID, into: &out)
+        Writer.literal(#","uid":"#, into: &out)
+        Writer.number(UInt64(uid), into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 }
 
@@ -102,7 +193,7 @@ final class StateStore: Sendable {
     func saveNow(_ state: PersistedState) {
         writing.withLock { _ in
             pending.withLock { $0 = nil }  // older than this one
-            if let bytes = encode(state) { write(bytes) }
+            write(state.json())
         }
     }
 
@@ -113,23 +204,13 @@ final class StateStore: Sendable {
             writing.withLock { _ in
                 if let state = pending.withLock({ state in
                     defer { state = nil }; return state
-                }), let bytes = encode(state) {
-                    write(bytes)
+                }) {
+                    write(state.json())
                 }
             }
         }
     }
 
-    private func encode(_ state: PersistedState) -> [UInt8]? {
-        do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            return [UInt8](try encoder.encode(state))
-        } catch {
-            logger.error("state: cannot encode: \(error)")
-            return nil
-        }
-    }
 
     private func write(_ bytes: [UInt8]) {
         do {
