@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Start-up with 1,000 accessories present at coldplug: time from start to READY=1 (sd_notify), and to the socket
-accepting and `accmon list` showing all of them.
+accepting and `accmon list` showing all of them; then the stop: time from SIGTERM to exit, which includes writing
+the state file with the 1,000 connected accessories.
 
 A umockdev testbed holds N USB devices (vendor 1209, each with a device node and descriptors), allowed by the bench
 manifest. Each repeat starts a fresh accmond (empty state directory) with NOTIFY_SOCKET pointing at a datagram socket
@@ -93,12 +94,16 @@ for repeat in range(options.repeats):
                     break
                 time.sleep(0.01)
         finally:
+            stopping = time.monotonic()
+            exited = daemon.poll() is None
             stop(daemon)
+            stop_seconds = time.monotonic() - stopping if exited else None
             notify.close()
         record = {"bench": "startup", "tool": "accmond", "repeat": repeat, "devices": options.devices,
                   "ready_seconds": round(ready, 4) if ready is not None else None,
                   "socket_accepts_seconds": round(accepts, 4) if accepts is not None else None,
-                  "all_listed_seconds": round(listed, 4) if listed is not None else None}
+                  "all_listed_seconds": round(listed, 4) if listed is not None else None,
+                  "stop_seconds": round(stop_seconds, 4) if stop_seconds is not None else None}
         if ready is None:
             record["note"] = "no READY=1 received (no NOTIFY_SOCKET support in this accmond?)"
         emit(record)
@@ -110,4 +115,5 @@ emit({"bench": "startup-summary", "tool": "accmond", "devices": options.devices,
       "testbed_setup_seconds": round(setup_seconds, 2),
       "ready_seconds": round(median([r["ready_seconds"] for r in records]), 4),
       "socket_accepts_seconds": round(median([r["socket_accepts_seconds"] for r in records]), 4),
-      "all_listed_seconds": round(median([r["all_listed_seconds"] for r in records]), 4)})
+      "all_listed_seconds": round(median([r["all_listed_seconds"] for r in records]), 4),
+      "stop_seconds": round(median([r["stop_seconds"] for r in records]), 4)})
