@@ -64,11 +64,18 @@ package enum EventLineWriter {
 
     package static func strings(_ values: [String], into out: inout [UInt8]) {
         out.append(UInt8(ascii: "["))
+        list(values, into: &out) { value, out in string(value, into: &out) }
+        out.append(UInt8(ascii: "]"))
+    }
+
+    /// `values`, each written by `element`, separated by commas (the brackets or braces around are the caller's).
+    package static func list<Element>(
+        _ values: [Element], into out: inout [UInt8], _ element: (Element, inout [UInt8]) -> Void
+    ) {
         for (index, value) in values.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            string(value, into: &out)
+            element(value, &out)
         }
-        out.append(UInt8(ascii: "]"))
     }
 
     /// A JSON string as JSONEncoder writes it: `"` and `\` escaped, control characters as `\b \t \n \f \r` or

@@ -43,15 +43,15 @@ struct PersistedState: Codable, Sendable, Equatable {
 extension PersistedState {
     /// The state as JSON, written directly as ``EventLineWriter`` writes event lines: JSONEncoder took some 100,000
     /// instructions per accessory, and the state holds every connected accessory and each preserved session's known
-    /// accessories and replay. JSONDecoder reads it back (``StateStore/load()``).
+    /// accessories and replay. The bytes are JSONEncoder's with sorted keys and unescaped slashes; JSONDecoder reads
+    /// them back (``StateStore/load()``).
     func json() -> [UInt8] {
         typealias Writer = EventLineWriter
         let accessories = connected.count + sessions.reduce(0) { $0 + $1.known.count + $1.replay.count }
         var out: [UInt8] = []
         out.reserveCapacity(128 + 512 * accessories)
         Writer.literal(#"{"connected":["#, into: &out)
-        for (index, entry) in connected.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
+        Writer.list(connected, into: &out) { entry, out in
             Writer.literal(#"{"accessory":"#, into: &out)
             Writer.accessory(entry.accessory, into: &out)
             Writer.literal(#","key":"#, into: &out)
@@ -63,10 +63,7 @@ extension PersistedState {
         Writer.literal(#","sequenceCeiling":"#, into: &out)
         Writer.number(sequenceCeiling, into: &out)
         Writer.literal(#","sessions":["#, into: &out)
-        for (index, session) in sessions.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            session.write(into: &out)
-        }
+        Writer.list(sessions, into: &out) { session, out in session.write(into: &out) }
         Writer.literal(#"],"version":"#, into: &out)
         out += String(version).utf8
         out.append(UInt8(ascii: "}"))
@@ -87,22 +84,15 @@ extension PersistedState.PreservedEntry {
             ("kind", filter.kind?.rawValue), ("productID", filter.productID),
             ("protocol", filter.protocolString), ("vendorID", filter.vendorID),
         ].compactMap { key, value in value.map { (key, $0) } }
-        for (position, (key, value)) in fields.enumerated() {
-            if position > 0 { out.append(UInt8(ascii: ",")) }
-            Writer.string(key, into: &out)
+        Writer.list(fields, into: &out) { field, out in
+            Writer.string(field.0, into: &out)
             out.append(UInt8(ascii: ":"))
-            Writer.string(value, into: &out)
+            Writer.string(field.1, into: &out)
         }
         Writer.literal(#"},"gids":["#, into: &out)
-        for (position, gid) in gids.enumerated() {
-            if position > 0 { out.append(UInt8(ascii: ",")) }
-            Writer.number(UInt64(gid), into: &out)
-        }
+        Writer.list(gids, into: &out) { gid, out in Writer.number(UInt64(gid), into: &out) }
         Writer.literal(#"],"known":["#, into: &out)
-        for (position, accessory) in known.enumerated() {
-            if position > 0 { out.append(UInt8(ascii: ",")) }
-            Writer.accessory(accessory, into: &out)
-        }
+        Writer.list(known, into: &out) { accessory, out in Writer.accessory(accessory, into: &out) }
         Writer.literal(#"],"preservedAt":"#, into: &out)
         // As JSONEncoder writes a Double: a whole number without a fraction. Wall-clock seconds are finite; JSON has
         // no form for infinity or NaN (such a session would expire at once).
@@ -113,8 +103,7 @@ extension PersistedState.PreservedEntry {
             out += seconds.description.utf8
         }
         Writer.literal(#","replay":["#, into: &out)
-        for (position, event) in replay.enumerated() {
-            if position > 0 { out.append(UInt8(ascii: ",")) }
+        Writer.list(replay, into: &out) { event, out in
             Writer.literal(#"{"accessory":"#, into: &out)
             Writer.accessory(event.accessory, into: &out)
             Writer.literal(#","change":"#, into: &out)
