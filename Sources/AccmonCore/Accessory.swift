@@ -108,25 +108,15 @@ public struct Accessory: Codable, Sendable, Hashable {
     /// The stable id derived from identity: kind, vendor and product, then the serial number when there is one,
     /// else the port path (the same device in the same port), else the sysfs path; then the interface number.
     public var derivedAccessoryID: String {
-        // Appended piece by piece into one buffer: this runs for every accessory a device event makes.
-        let (label, place) =
-            !serialNumber.isEmpty
-            ? (":serial=", serialNumber)
-            : !portPath.isEmpty ? (":port=", portPath) : !sysfsPath.isEmpty ? (":sysfs=", sysfsPath) : ("", "")
-        var id = ""
-        id.reserveCapacity(
-            kind.rawValue.utf8.count + 11 + label.utf8.count + place.utf8.count + interfaceNumber.utf8.count + 4)
-        id += kind.rawValue
-        id += ":"
-        id += vendorID.isEmpty ? "-" : vendorID
-        id += ":"
-        id += productID.isEmpty ? "-" : productID
-        id += label
-        id += place
-        if !interfaceNumber.isEmpty {
-            id += ":if="
-            id += interfaceNumber
+        var id = "\(kind.rawValue):\(usbID)"
+        if !serialNumber.isEmpty {
+            id += ":serial=\(serialNumber)"
+        } else if !portPath.isEmpty {
+            id += ":port=\(portPath)"
+        } else if !sysfsPath.isEmpty {
+            id += ":sysfs=\(sysfsPath)"
         }
+        if !interfaceNumber.isEmpty { id += ":if=\(interfaceNumber)" }
         return id
     }
 
