@@ -36,9 +36,10 @@ build: deps
 run: build
 	@scripts/run.sh $(DEBUG_BIN)
 
+# A run that hangs is stopped after 15 minutes, with the tests still running and their threads' stacks.
 test: build
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
-	$(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build
+	scripts/test-deadline.sh 900 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build
 	@$(MAKE) --no-print-directory test-package
 
 # Builds $(DEB): static release binaries, units, udev rules, manifest, man pages, completion, client library source.

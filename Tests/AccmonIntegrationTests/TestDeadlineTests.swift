@@ -1,0 +1,32 @@
+import AccmonTestSupport
+import Foundation
+import Testing
+
+/// `make test` runs the suite under scripts/test-deadline.sh: a hung run must fail soon and say which tests hung.
+@Suite("The test deadline", .timeLimit(.minutes(1)))
+struct TestDeadlineTests {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/test-deadline.sh")
+
+    @Test func aRunPastItsDeadlineIsStoppedAndItsUnfinishedTestsNamed() async throws {
+        let directory = try TemporaryDirectory()
+        let lines = "echo '◇ Test run started.'; echo '◇ Test done() started.'; "
+            + "echo '✔ Test done() passed after 0.001 seconds.'; echo '◇ Test stuck() started.'; exec sleep 30"
+        let run = try ChildProcess(
+            URL(fileURLWithPath: "/bin/bash"), [Self.script.path, "2", "/bin/bash", "-c", lines], name: "deadline",
+            directory: directory)
+        #expect(await run.waitForExit(timeout: .seconds(20)) == .exited(124))
+        let report = run.stderr.split(separator: "\n").filter { $0.hasPrefix("  ") }
+        #expect(report == ["  stuck()"], "\(run.stderr)")
+        #expect(run.stdout.contains("◇ Test stuck() started."), "the command's output is shown as it comes")
+    }
+
+    @Test func aRunWithinItsDeadlineKeepsItsExitStatus() async throws {
+        let directory = try TemporaryDirectory()
+        let run = try ChildProcess(
+            URL(fileURLWithPath: "/bin/bash"), [Self.script.path, "20", "/bin/bash", "-c", "echo fine; exit 3"],
+            name: "deadline", directory: directory)
+        #expect(await run.waitForExit(timeout: .seconds(20)) == .exited(3))
+        #expect(run.stdout == "fine\n")
+    }
+}
