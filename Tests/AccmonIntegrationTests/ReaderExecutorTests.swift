@@ -42,6 +42,57 @@ struct ReaderExecutorTests {
         #expect(seen.allSatisfy { (0...3).contains($0.listed) })
     }
 
+    /// A storm of plugs from concurrent drivers: the loop on the reader thread gets every event once, in sequence
+    /// order, and the snapshot plus the events equal the daemon's list at the end.
+    @Test func aStormReachesTheLoopWholeAndInOrder() async throws {
+        let daemon = try await Accmond.start()
+        let bag = ConnectionBag()
+        let client = bag.add(try await daemon.connect("executor"))
+        let drivers = [bag.add(try await daemon.connect("driver 1")), bag.add(try await daemon.connect("driver 2"))]
+        let subscription = try await client.subscribe()
+        let received = Mutex<[AccessoryEvent]>([])
+        let consumer = Task {
+            try await withTaskExecutorPreference(client.readerExecutor) {
+                for try await event in subscription {
+                    #expect(Self.threadName() == "accmon-reader")
+                    received.withLock { $0.append(event) }
+                }
+            }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (number, driver) in drivers.enumerated() {
+                group.addTask {
+                    var plugged: [ConnectionID] = []
+                    for index in 0..<400 {
+                        if index % 3 == 2 {
+                            try await driver.simulateDisconnect(plugged.removeFirst())
+                        } else {
+                            plugged.append(
+                                try await driver.simulateConnect(Accessory(kind: .usb, name: "d\(number) \(index)")))
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let truth = try await drivers[0].list()
+        let caughtUp = await eventually { received.withLock { $0.last?.sequence } == truth.sequence }
+        try #require(caughtUp, "the loop did not get the event with seq \(truth.sequence)")
+        client.close()
+        try await consumer.value
+        let events = received.withLock { $0 }
+        #expect(events.count == 800)
+        #expect(zip(events, events.dropFirst()).allSatisfy { $0.sequence < $1.sequence })
+        var present = Set(subscription.snapshot.accessories.map(\.connectionID))
+        for event in events {
+            switch event.change {
+            case .connect: #expect(present.insert(event.accessory.connectionID).inserted)
+            case .disconnect: #expect(present.remove(event.accessory.connectionID) != nil)
+            }
+        }
+        #expect(present == Set(truth.accessories.map(\.connectionID)))
+    }
+
     /// With nothing to read, only the executor's own wake-up brings a task started elsewhere onto the reader thread.
     @Test func aTaskStartedOnAnotherThreadWakesTheIdleReader() async throws {
         let daemon = try await Accmond.start()
