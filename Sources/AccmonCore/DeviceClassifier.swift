@@ -21,7 +21,7 @@ public enum DeviceClassifier {
     public struct RecordNeeds: Sendable, Hashable {
         /// The device's ``UdevProperty`` properties (a `remove` or `unbind` needs none).
         public var properties = true
-        /// The device's own ``usbDeviceAttributes``.
+        /// The device's own ``SysfsAttribute/usbDevice`` attributes.
         public var attributes = false
         /// ``DeviceRecord/usbDevice``, ``DeviceRecord/usbInterface``, ``DeviceRecord/hidDevice``.
         public var usbDevice = false, usbInterface = false, hidDevice = false
@@ -67,8 +67,8 @@ public enum DeviceClassifier {
             syspath: record.syspath, properties: record.properties, attributes: record.attributes,
             descriptorsSHA256: record.descriptorsSHA256)
         if record.sysname.hasPrefix("usb") { return .ignored(reason: "a root hub") }
-        if device.attributes["bDeviceClass"] == "09" { return .ignored(reason: "a hub") }
-        if device.attributes["removable"] == "fixed" { return .ignored(reason: "an internal (non-removable) device") }
+        if device.attributes[.bDeviceClass] == "09" { return .ignored(reason: "a hub") }
+        if device.attributes[.removable] == "fixed" { return .ignored(reason: "an internal (non-removable) device") }
         guard !record.devnode.isEmpty else { return .ignored(reason: "no device node yet") }
         switch usbIdentity(device) {
         case .failure(let reason):
@@ -97,7 +97,7 @@ public enum DeviceClassifier {
                 .filter { $0.hasPrefix("/dev/serial/by-id/") }.sorted()
             accessory.deviceNodes = [record.devnode] + byID
             accessory.sysfsPath = record.syspath
-            accessory.interfaceNumber = cleaned(record.usbInterface?.attributes["bInterfaceNumber"] ?? "")
+            accessory.interfaceNumber = cleaned(record.usbInterface?.attributes[.bInterfaceNumber] ?? "")
             accessory.accessoryID = accessory.derivedAccessoryID
             return .accessory(key: record.syspath, accessory)
         }
@@ -134,11 +134,11 @@ public enum DeviceClassifier {
 
     /// Reads a USB device's identity; rejects a device whose ids are not hex.
     static func usbIdentity(_ device: AncestorRecord) -> Result<Accessory, Rejection> {
-        func value(_ attribute: String, _ property: UdevProperty) -> String {
+        func value(_ attribute: SysfsAttribute, _ property: UdevProperty) -> String {
             cleaned(device.attributes[attribute] ?? device.properties[property] ?? "")
         }
-        let vendorText = value("idVendor", .vendorID)
-        let productText = value("idProduct", .modelID)
+        let vendorText = value(.idVendor, .vendorID)
+        let productText = value(.idProduct, .modelID)
         guard let vendor = hexID(vendorText) else {
             return .failure(Rejection(description: "vendor id '\(vendorText)' is not 4 hex digits"))
         }
@@ -149,11 +149,11 @@ public enum DeviceClassifier {
         return .success(
             Accessory(
                 kind: .usb, accessoryID: "",
-                name: value("product", .model),
-                manufacturer: value("manufacturer", .vendor),
+                name: value(.product, .model),
+                manufacturer: value(.manufacturer, .vendor),
                 modelNumber: product,
-                serialNumber: value("serial", .serialShort),
-                firmwareRevision: revision(value("bcdDevice", .revision)),
+                serialNumber: value(.serial, .serialShort),
+                firmwareRevision: revision(value(.bcdDevice, .revision)),
                 vendorID: vendor, productID: product,
                 portPath: device.sysname, descriptorsSHA256: device.descriptorsSHA256))
     }

@@ -15,8 +15,8 @@ public struct DeviceRecord: Sendable, Hashable {
     public var devnode: String
     /// The udev properties classification reads (`ID_VENDOR_ID`, `DEVLINKS`, ...).
     public var properties: UdevProperties
-    /// sysfs attributes read for classification (`idVendor`, `serial`, `bDeviceClass`, `removable`, ...).
-    public var attributes: [String: String]
+    /// The sysfs attributes classification reads (`idVendor`, `serial`, `bDeviceClass`, `removable`, ...).
+    public var attributes: SysfsAttributes
     /// The nearest `usb_device` ancestor (for a tty: the adapter).
     public var usbDevice: AncestorRecord?
     /// The nearest `usb_interface` ancestor.
@@ -29,7 +29,7 @@ public struct DeviceRecord: Sendable, Hashable {
     /// Creates a record.
     public init(
         action: String, syspath: String, subsystem: String, devtype: String = "", sysname: String? = nil,
-        devnode: String = "", properties: UdevProperties = [:], attributes: [String: String] = [:],
+        devnode: String = "", properties: UdevProperties = [:], attributes: SysfsAttributes = [:],
         usbDevice: AncestorRecord? = nil, usbInterface: AncestorRecord? = nil, hidDevice: AncestorRecord? = nil,
         descriptorsSHA256: String = ""
     ) {
@@ -54,14 +54,14 @@ public struct AncestorRecord: Sendable, Hashable {
     public var syspath: String
     /// The udev properties classification reads (`HID_ID`, `HID_NAME`, ...).
     public var properties: UdevProperties
-    /// Its sysfs attributes read for classification.
-    public var attributes: [String: String]
+    /// The sysfs attributes classification reads.
+    public var attributes: SysfsAttributes
     /// For a `usb_device`: the SHA-256 of its raw `descriptors`, empty when unreadable.
     public var descriptorsSHA256: String
 
     /// Creates an ancestor record.
     public init(
-        syspath: String, properties: UdevProperties = [:], attributes: [String: String] = [:],
+        syspath: String, properties: UdevProperties = [:], attributes: SysfsAttributes = [:],
         descriptorsSHA256: String = ""
     ) {
         self.syspath = syspath
@@ -80,25 +80,51 @@ public struct AncestorRecord: Sendable, Hashable {
 /// The subsystems accmond watches; the udev monitor filters on these.
 public let watchedSubsystems = ["usb", "tty", "hid", "input"]
 
-/// The sysfs attributes read from a `usb_device` (itself or an ancestor).
-public let usbDeviceAttributes = [
-    "idVendor", "idProduct", "serial", "manufacturer", "product", "bcdDevice", "bDeviceClass", "removable",
-]
+/// A sysfs attribute classification reads: a `usb_device`'s, or a `usb_interface`'s number. The case names are the
+/// attribute files' names.
+public enum SysfsAttribute: Int, SlotKey {
+    case idVendor, idProduct, serial, manufacturer, product, bcdDevice, bDeviceClass, removable
+    /// A `usb_interface`'s number, such as `00`.
+    case bInterfaceNumber
+
+    /// The attributes read from a `usb_device` (itself or an ancestor).
+    public static let usbDevice: [SysfsAttribute] = [
+        .idVendor, .idProduct, .serial, .manufacturer, .product, .bcdDevice, .bDeviceClass, .removable,
+    ]
+
+    /// The attribute's file name in the device's sysfs directory.
+    public var name: String {
+        switch self {
+        case .idVendor: "idVendor"
+        case .idProduct: "idProduct"
+        case .serial: "serial"
+        case .manufacturer: "manufacturer"
+        case .product: "product"
+        case .bcdDevice: "bcdDevice"
+        case .bDeviceClass: "bDeviceClass"
+        case .removable: "removable"
+        case .bInterfaceNumber: "bInterfaceNumber"
+        }
+    }
+}
+
+/// The values of one device's ``SysfsAttribute`` attributes.
+public typealias SysfsAttributes = Slots<SysfsAttribute>
 
 /// The `usb_device` attributes that the kernel also puts in the device's uevent, as sysfs shows them: `idVendor`,
 /// `idProduct` and `bcdDevice` (`%04x`) from `PRODUCT` (`%x/%x/%x`), and `bDeviceClass` (`%02x`) from `TYPE`
 /// (`%d/%d/%d`). Both come from the device descriptor, like the attribute files. A source takes these from the
 /// properties and reads only the other attributes from sysfs, which saves four file reads per device; the result
 /// is empty when either property is missing or malformed, and the source then reads every attribute.
-public func usbDeviceAttributes(fromUeventProperties properties: UdevProperties) -> [String: String] {
+public func usbDeviceAttributes(fromUeventProperties properties: UdevProperties) -> SysfsAttributes {
     guard let product = ueventNumbers(properties[.product], radix: 16),
         let type = ueventNumbers(properties[.type], radix: 10), type.0 <= 0xFF
     else {
         return [:]
     }
     return [
-        "idVendor": lowercaseHex(product.0, digits: 4), "idProduct": lowercaseHex(product.1, digits: 4),
-        "bcdDevice": lowercaseHex(product.2, digits: 4), "bDeviceClass": lowercaseHex(type.0, digits: 2),
+        .idVendor: lowercaseHex(product.0, digits: 4), .idProduct: lowercaseHex(product.1, digits: 4),
+        .bcdDevice: lowercaseHex(product.2, digits: 4), .bDeviceClass: lowercaseHex(type.0, digits: 2),
     ]
 }
 

@@ -338,7 +338,7 @@ enum UdevMessageKey: Equatable {
             ("ACTION", .action), ("DEVPATH", .devpath), ("SUBSYSTEM", .subsystem), ("DEVTYPE", .devtype),
             ("DEVNAME", .devname), ("SEQNUM", .sequenceNumber),
         ]
-        let named = fields + UdevProperty.allCases.map { ($0.udevName, .property($0)) }
+        let named = fields + UdevProperty.allCases.map { ($0.name, .property($0)) }
         precondition(named.allSatisfy { $0.0.utf8.count <= longestName })
         return named.sorted { $0.0.utf8.count < $1.0.utf8.count }.map { name, key in
             Array(name.utf8).withUnsafeBufferPointer { Entry($0, key: key) }

@@ -1,6 +1,6 @@
 /// A udev property that classification reads. Sources copy only these from a device (and its ancestors) into
 /// ``DeviceRecord/properties``: a udev event carries some 30 properties, and accmond reads these 14.
-public enum UdevProperty: Int, CaseIterable, Sendable {
+public enum UdevProperty: Int, SlotKey {
     /// `DEVLINKS`: the device node's symbolic links, separated by spaces.
     case devlinks
     /// `ID_BUS`: the bus, such as `usb` or `bluetooth`.
@@ -31,7 +31,7 @@ public enum UdevProperty: Int, CaseIterable, Sendable {
     case type
 
     /// The property's udev name, such as `ID_VENDOR_ID`.
-    public var udevName: String {
+    public var name: String {
         switch self {
         case .devlinks: "DEVLINKS"
         case .bus: "ID_BUS"
@@ -51,46 +51,5 @@ public enum UdevProperty: Int, CaseIterable, Sendable {
     }
 }
 
-/// The values of one device's ``UdevProperty`` properties: a slot per property, so that setting and reading one
-/// costs no hashing (this is on every udev event's path).
-public struct UdevProperties: Sendable, Hashable, ExpressibleByDictionaryLiteral, CustomStringConvertible {
-    /// One slot per ``UdevProperty`` case; empty until a value is set.
-    private var values: [String?] = []
-    private static let slotCount = UdevProperty.allCases.count
-
-    /// No properties.
-    public init() {}
-
-    /// The given properties.
-    public init(dictionaryLiteral elements: (UdevProperty, String)...) {
-        for (property, value) in elements { self[property] = value }
-    }
-
-    /// The value of `property`, `nil` when the device does not have it.
-    public subscript(property: UdevProperty) -> String? {
-        get { values.isEmpty ? nil : values[property.rawValue] }
-        set {
-            if values.isEmpty {
-                guard newValue != nil else { return }
-                values = Array(repeating: nil, count: Self.slotCount)
-            }
-            values[property.rawValue] = newValue
-        }
-    }
-
-    /// The properties that have a value, as `[NAME: "value", ...]`.
-    public var description: String {
-        let named = UdevProperty.allCases.compactMap { property in
-            self[property].map { "\(property.udevName): \($0.debugDescription)" }
-        }
-        return "[\(named.isEmpty ? ":" : named.joined(separator: ", "))]"
-    }
-
-    public static func == (left: UdevProperties, right: UdevProperties) -> Bool {
-        UdevProperty.allCases.allSatisfy { left[$0] == right[$0] }
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        for property in UdevProperty.allCases { hasher.combine(self[property]) }
-    }
-}
+/// The values of one device's ``UdevProperty`` properties.
+public typealias UdevProperties = Slots<UdevProperty>

@@ -96,14 +96,14 @@ public final class UdevDevice {
             record.descriptorsSHA256 = directory.descriptorsHash()
         }
         if let device {
-            if needs.usbDevice { record.usbDevice = device.ancestor("usb", "usb_device", usbDeviceAttributes) }
-            if needs.usbInterface { record.usbInterface = device.ancestor("usb", "usb_interface", ["bInterfaceNumber"]) }
+            if needs.usbDevice { record.usbDevice = device.ancestor("usb", "usb_device", SysfsAttribute.usbDevice) }
+            if needs.usbInterface { record.usbInterface = device.ancestor("usb", "usb_interface", [.bInterfaceNumber]) }
             if needs.hidDevice { record.hidDevice = device.ancestor("hid", nil, []) }
         }
         return record
     }
 
-    private func ancestor(_ subsystem: String, _ devtype: String?, _ attributeNames: [String]) -> AncestorRecord? {
+    private func ancestor(_ subsystem: String, _ devtype: String?, _ attributeNames: [SysfsAttribute]) -> AncestorRecord? {
         // The parent pointer is borrowed from this device: it is read here and never kept.
         guard let parent = udev_device_get_parent_with_subsystem_devtype(pointer, subsystem, devtype) else {
             return nil
@@ -123,7 +123,7 @@ public final class UdevDevice {
     private static func properties(_ device: OpaquePointer) -> UdevProperties {
         var properties = UdevProperties()
         for property in UdevProperty.allCases {
-            if let value = udev_device_get_property_value(device, property.udevName) {
+            if let value = udev_device_get_property_value(device, property.name) {
                 properties[property] = String(cString: value)
             }
         }
@@ -155,19 +155,20 @@ final class SysfsDirectory {
 
     deinit { Glibc.close(descriptor) }
 
-    func attributes(_ names: [String]) -> [String: String] {
-        var attributes: [String: String] = [:]
+    func attributes(_ names: [SysfsAttribute]) -> SysfsAttributes {
+        var attributes = SysfsAttributes()
         for name in names {
-            if let value = text(name) { attributes[name] = value }
+            if let value = text(name.name) { attributes[name] = value }
         }
         return attributes
     }
 
-    /// A `usb_device`'s ``usbDeviceAttributes``: those its uevent carries from the properties, the others read.
-    func usbDeviceAttributes(_ properties: UdevProperties) -> [String: String] {
+    /// A `usb_device`'s ``SysfsAttribute/usbDevice`` attributes: those its uevent carries from the properties, the
+    /// others read.
+    func usbDeviceAttributes(_ properties: UdevProperties) -> SysfsAttributes {
         var attributes = AccmonCore.usbDeviceAttributes(fromUeventProperties: properties)
-        for name in AccmonCore.usbDeviceAttributes where attributes[name] == nil {
-            if let value = text(name) { attributes[name] = value }
+        for name in SysfsAttribute.usbDevice where attributes[name] == nil {
+            if let value = text(name.name) { attributes[name] = value }
         }
         return attributes
     }

@@ -5,9 +5,9 @@ import Testing
 /// Records shaped like what libudev reports for an FTDI adapter, a hub and a Bluetooth keyboard.
 enum Devices {
     static let ftdiPath = "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-2"
-    static let ftdiAttributes = [
-        "idVendor": "0403", "idProduct": "6001", "serial": "A50285BI", "manufacturer": "FTDI",
-        "product": "FT232R USB UART", "bcdDevice": "0600", "bDeviceClass": "00", "removable": "removable",
+    static let ftdiAttributes: SysfsAttributes = [
+        .idVendor: "0403", .idProduct: "6001", .serial: "A50285BI", .manufacturer: "FTDI",
+        .product: "FT232R USB UART", .bcdDevice: "0600", .bDeviceClass: "00", .removable: "removable",
     ]
     static var ftdiAncestor: AncestorRecord { AncestorRecord(syspath: ftdiPath, attributes: ftdiAttributes) }
 
@@ -25,7 +25,7 @@ enum Devices {
                 .devlinks: "/dev/serial/by-id/usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0 /dev/serial/by-path/x"
             ],
             usbDevice: ftdiAncestor,
-            usbInterface: AncestorRecord(syspath: ftdiPath + "/1-2:1.0", attributes: ["bInterfaceNumber": "00"]))
+            usbInterface: AncestorRecord(syspath: ftdiPath + "/1-2:1.0", attributes: [.bInterfaceNumber: "00"]))
     }
 
     static let hidPath = "/sys/devices/virtual/misc/uhid/0005:05AC:0267.0001"
@@ -88,11 +88,11 @@ enum Devices {
     }
 
     @Test(arguments: [
-        ("usb1", ["bDeviceClass": "09"], "a root hub"),
-        ("1-1", ["bDeviceClass": "09", "idVendor": "05e3", "idProduct": "0608"], "a hub"),
-        ("1-4", ["idVendor": "8087", "idProduct": "0026", "removable": "fixed"], "an internal (non-removable) device"),
-    ])
-    func ignoresHubsAndInternalDevices(sysname: String, attributes: [String: String], reason: String) {
+        ("usb1", [.bDeviceClass: "09"], "a root hub"),
+        ("1-1", [.bDeviceClass: "09", .idVendor: "05e3", .idProduct: "0608"], "a hub"),
+        ("1-4", [.idVendor: "8087", .idProduct: "0026", .removable: "fixed"], "an internal (non-removable) device"),
+    ] as [(String, SysfsAttributes, String)])
+    func ignoresHubsAndInternalDevices(sysname: String, attributes: SysfsAttributes, reason: String) {
         let record = DeviceRecord(
             action: "add", syspath: "/sys/devices/usb1/\(sysname)", subsystem: "usb", devtype: "usb_device",
             devnode: "/dev/bus/usb/001/001", attributes: attributes)
@@ -101,14 +101,14 @@ enum Devices {
 
     @Test func rejectsNonHexIDsWithAReason() {
         var record = Devices.ftdi("add")
-        record.attributes["idVendor"] = "zz99"
+        record.attributes[.idVendor] = "zz99"
         #expect(DeviceClassifier.classify(record) == .rejected(reason: "vendor id 'zz99' is not 4 hex digits"))
     }
 
     @Test func cleansGarbageStrings() {
         var record = Devices.ftdi("add")
-        record.attributes["product"] = String(repeating: "x", count: 10_000)
-        record.attributes["manufacturer"] = "  Bad\u{1}\u{7F}Corp\n  "
+        record.attributes[.product] = String(repeating: "x", count: 10_000)
+        record.attributes[.manufacturer] = "  Bad\u{1}\u{7F}Corp\n  "
         guard case .accessory(_, let accessory) = DeviceClassifier.classify(record) else {
             Issue.record("a device with long strings was not classified")
             return
@@ -140,7 +140,7 @@ enum Devices {
         var registry = Registry()
         for report in tracker.apply(Devices.ftdi("add")).events { _ = registry.apply(report) }
         var renamed = Devices.ftdi("change")
-        renamed.attributes["product"] = "Renamed"
+        renamed.attributes[.product] = "Renamed"
         for report in tracker.apply(renamed).events { #expect(registry.apply(report).isEmpty) }
         #expect(registry.snapshot().accessories.map(\.name) == ["Renamed"])
         #expect(registry.snapshot().accessories.map(\.connectionID) == [ConnectionID(1)])

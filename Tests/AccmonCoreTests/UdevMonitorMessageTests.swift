@@ -74,9 +74,9 @@ struct UdevMonitorMessageTests {
     /// single byte (or by a byte more or less) is not.
     @Test func eachReadPropertyIsRecognisedByItsWholeName() throws {
         for property in UdevProperty.allCases {
-            let name = Array(property.udevName.utf8)
-            let message = try Self.parse(Self.datagram(Self.required + ["\(property.udevName)=value"])).get()
-            #expect(message.properties == [property: "value"], "\(property.udevName)")
+            let name = Array(property.name.utf8)
+            let message = try Self.parse(Self.datagram(Self.required + ["\(property.name)=value"])).get()
+            #expect(message.properties == [property: "value"], "\(property.name)")
             var nearMisses = [name + Array("X".utf8), Array(name.dropLast()), Array(name.dropFirst())]
             for index in name.indices {
                 var changed = name
@@ -86,7 +86,7 @@ struct UdevMonitorMessageTests {
             for key in nearMisses where !key.isEmpty {
                 let text = String(decoding: key, as: UTF8.self)
                 let other = try Self.parse(Self.datagram(Self.required + ["\(text)=value"])).get()
-                let expected: UdevProperties = UdevProperty.allCases.first { $0.udevName == text }.map { [$0: "value"] } ?? [:]
+                let expected: UdevProperties = UdevProperty.allCases.first { $0.name == text }.map { [$0: "value"] } ?? [:]
                 #expect(other.properties == expected, "\(text)")
             }
         }

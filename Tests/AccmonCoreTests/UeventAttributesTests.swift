@@ -8,15 +8,15 @@ struct UeventAttributesTests {
     @Test func theKernelsFormatsBecomeTheAttributeFilesFormats() {
         #expect(
             usbDeviceAttributes(fromUeventProperties: [.product: "403/6001/600", .type: "0/0/0"]) == [
-                "idVendor": "0403", "idProduct": "6001", "bcdDevice": "0600", "bDeviceClass": "00",
+                .idVendor: "0403", .idProduct: "6001", .bcdDevice: "0600", .bDeviceClass: "00",
             ])
         #expect(
             usbDeviceAttributes(fromUeventProperties: [.product: "1d6b/2/601", .type: "9/0/1"]) == [
-                "idVendor": "1d6b", "idProduct": "0002", "bcdDevice": "0601", "bDeviceClass": "09",
+                .idVendor: "1d6b", .idProduct: "0002", .bcdDevice: "0601", .bDeviceClass: "09",
             ])
         #expect(
             usbDeviceAttributes(fromUeventProperties: [.product: "ffff/0/ffff", .type: "255/255/255"]) == [
-                "idVendor": "ffff", "idProduct": "0000", "bcdDevice": "ffff", "bDeviceClass": "ff",
+                .idVendor: "ffff", .idProduct: "0000", .bcdDevice: "ffff", .bDeviceClass: "ff",
             ])
     }
 
@@ -36,9 +36,9 @@ struct UeventAttributesTests {
                 .product: "\(String(vendor, radix: 16))/\(String(product, radix: 16))/\(String(device, radix: 16))",
                 .type: "\(deviceClass)/\(random.next(below: 0x100))/\(random.next(below: 0x100))",
             ]
-            let expected = [
-                "idVendor": hex(vendor, 4), "idProduct": hex(product, 4), "bcdDevice": hex(device, 4),
-                "bDeviceClass": hex(deviceClass, 2),
+            let expected: SysfsAttributes = [
+                .idVendor: hex(vendor, 4), .idProduct: hex(product, 4), .bcdDevice: hex(device, 4),
+                .bDeviceClass: hex(deviceClass, 2),
             ]
             #expect(usbDeviceAttributes(fromUeventProperties: properties) == expected, "\(properties)")
         }
@@ -57,6 +57,6 @@ struct UeventAttributesTests {
             [.product: "ABCD/6001/600", .type: "0/0/0"], [.product: "403/6001/600/", .type: "0/0/0"],
         ] as [UdevProperties])
     func malformedPropertiesGiveNothing(properties: UdevProperties) {
-        #expect(usbDeviceAttributes(fromUeventProperties: properties).isEmpty)
+        #expect(usbDeviceAttributes(fromUeventProperties: properties) == [:])
     }
 }

@@ -10,7 +10,7 @@ import Testing
 @Suite("udev monitor messages: accmond's parser agrees with libudev", .timeLimit(.minutes(2)))
 struct MonitorMessageAgreementTests {
     /// The properties the parser reads (``UdevProperty``), by udev name.
-    static let read = UdevProperty.allCases.map(\.udevName)
+    static let read = UdevProperty.allCases.map(\.name)
     /// The keys the generator picks from: those read, and some it does not read (one longer than any read name, and
     /// one that begins like one read).
     static let keys = read + ["DRIVER", "ID_PATH", "ID_VENDOR_FROM_DATABASE", "ID_SERIAL"]
@@ -68,7 +68,7 @@ struct MonitorMessageAgreementTests {
 
     static func byName(_ properties: UdevProperties) -> [String: String] {
         var named: [String: String] = [:]
-        for property in UdevProperty.allCases { named[property.udevName] = properties[property] }
+        for property in UdevProperty.allCases { named[property.name] = properties[property] }
         return named
     }
 

@@ -20,9 +20,9 @@ struct SysfsDirectoryTests {
         try Data().write(to: URL(fileURLWithPath: directory.file("removable")))
         let sysfs = try #require(SysfsDirectory(directory.path))
         #expect(
-            sysfs.attributes(["idVendor", "product", "serial", "manufacturer", "removable", "missing"]) == [
-                "idVendor": "1209", "product": "Big Board ", "serial": "AB", "manufacturer": "f\u{FFFD}o",
-                "removable": "",
+            sysfs.attributes([.idVendor, .product, .serial, .manufacturer, .removable, .bcdDevice]) == [
+                .idVendor: "1209", .product: "Big Board ", .serial: "AB", .manufacturer: "f\u{FFFD}o",
+                .removable: "",
             ])
     }
 
@@ -49,19 +49,18 @@ struct SysfsDirectoryTests {
             try Data(value.utf8).write(to: URL(fileURLWithPath: directory.file(name)))
         }
         let sysfs = try #require(SysfsDirectory(directory.path))
-        let common = [
-            "serial": "A50285BI", "manufacturer": "FTDI", "product": "FT232R USB UART", "removable": "removable",
-        ]
+        func expected(_ vendor: String, _ product: String, _ device: String, _ deviceClass: String) -> SysfsAttributes {
+            [
+                .serial: "A50285BI", .manufacturer: "FTDI", .product: "FT232R USB UART", .removable: "removable",
+                .idVendor: vendor, .idProduct: product, .bcdDevice: device, .bDeviceClass: deviceClass,
+            ]
+        }
         // The ids from PRODUCT and TYPE, the rest from the files (which here disagree, to tell the two apart).
         #expect(
-            sysfs.usbDeviceAttributes([.product: "403/6001/600", .type: "0/0/0"])
-                == common.merging(
-                    ["idVendor": "0403", "idProduct": "6001", "bcdDevice": "0600", "bDeviceClass": "00"]) { $1 })
+            sysfs.usbDeviceAttributes([.product: "403/6001/600", .type: "0/0/0"]) == expected("0403", "6001", "0600", "00"))
         // Without them (or malformed), every attribute from its file.
         #expect(
-            sysfs.usbDeviceAttributes([.product: "SYNC/0/0", .type: "0/0/0"])
-                == common.merging(
-                    ["idVendor": "1209", "idProduct": "0001", "bcdDevice": "0100", "bDeviceClass": "ff"]) { $1 })
+            sysfs.usbDeviceAttributes([.product: "SYNC/0/0", .type: "0/0/0"]) == expected("1209", "0001", "0100", "ff"))
     }
 
     @Test func theDescriptorsHashCoversEveryByte() throws {
