@@ -62,7 +62,7 @@ package enum EventLineWriter {
         out.append(UInt8(ascii: "}"))
     }
 
-    package static func strings(_ values: [String], into out: inout [UInt8]) {
+    static func strings(_ values: [String], into out: inout [UInt8]) {
         out.append(UInt8(ascii: "["))
         list(values, into: &out) { value, out in string(value, into: &out) }
         out.append(UInt8(ascii: "]"))
