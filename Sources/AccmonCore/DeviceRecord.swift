@@ -111,53 +111,6 @@ public enum SysfsAttribute: Int, SlotKey {
 /// The values of one device's ``SysfsAttribute`` attributes.
 public typealias SysfsAttributes = Slots<SysfsAttribute>
 
-/// The `usb_device` attributes that the kernel also puts in the device's uevent, as sysfs shows them: `idVendor`,
-/// `idProduct` and `bcdDevice` (`%04x`) from `PRODUCT` (`%x/%x/%x`), and `bDeviceClass` (`%02x`) from `TYPE`
-/// (`%d/%d/%d`). Both come from the device descriptor, like the attribute files. A source takes these from the
-/// properties and reads only the other attributes from sysfs, which saves four file reads per device; the result
-/// is empty when either property is missing or malformed, and the source then reads every attribute.
-public func usbDeviceAttributes(fromUeventProperties properties: UdevProperties) -> SysfsAttributes {
-    guard let product = ueventNumbers(properties[.product], radix: 16),
-        let type = ueventNumbers(properties[.type], radix: 10), type.0 <= 0xFF
-    else {
-        return [:]
-    }
-    return [
-        .idVendor: lowercaseHex(product.0, digits: 4), .idProduct: lowercaseHex(product.1, digits: 4),
-        .bcdDevice: lowercaseHex(product.2, digits: 4), .bDeviceClass: lowercaseHex(type.0, digits: 2),
-    ]
-}
-
-/// `a/b/c` with one to four digits in `radix` (10 or 16, lowercase) each, as the kernel prints them; else `nil`.
-private func ueventNumbers(_ text: String?, radix: Int) -> (Int, Int, Int)? {
-    guard let text else { return nil }
-    var numbers = (0, 0, 0)
-    var field = 0
-    var digits = 0
-    for byte in text.utf8 {
-        if byte == UInt8(ascii: "/") {
-            guard digits > 0, field < 2 else { return nil }
-            field += 1
-            digits = 0
-            continue
-        }
-        let digit: Int
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = Int(byte - UInt8(ascii: "0"))
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = Int(byte - UInt8(ascii: "a")) + 10
-        default: return nil
-        }
-        guard digit < radix, digits < 4 else { return nil }
-        digits += 1
-        switch field {
-        case 0: numbers.0 = numbers.0 * radix + digit
-        case 1: numbers.1 = numbers.1 * radix + digit
-        default: numbers.2 = numbers.2 * radix + digit
-        }
-    }
-    return field == 2 && digits > 0 ? numbers : nil
-}
-
 /// `value` as `digits` lowercase hex digits, zero-padded (`value` must fit).
 func lowercaseHex(_ value: Int, digits: Int) -> String {
     String(unsafeUninitializedCapacity: digits) { bytes in

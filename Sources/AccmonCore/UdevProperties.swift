@@ -1,5 +1,5 @@
 /// A udev property that classification reads. Sources copy only these from a device (and its ancestors) into
-/// ``DeviceRecord/properties``: a udev event carries some 30 properties, and accmond reads these 14.
+/// ``DeviceRecord/properties``: a udev event carries some 30 properties, and accmond reads these 16.
 public enum UdevProperty: Int, SlotKey {
     /// `DEVLINKS`: the device node's symbolic links, separated by spaces.
     case devlinks
@@ -21,8 +21,12 @@ public enum UdevProperty: Int, SlotKey {
     case model
     /// `ID_VENDOR`: the manufacturer's name, with spaces replaced.
     case vendor
-    /// `ID_SERIAL_SHORT`: the serial number.
+    /// `ID_SERIAL_SHORT`: the serial number, with spaces and some punctuation replaced.
     case serialShort
+    /// `ID_VENDOR_ENC`: the manufacturer's name, with some bytes written as `\xNN` (``decodedUdevString(_:)``).
+    case vendorEncoded
+    /// `ID_MODEL_ENC`: the product name, with some bytes written as `\xNN`.
+    case modelEncoded
     /// `ID_REVISION`: the USB `bcdDevice`.
     case revision
     /// `PRODUCT`: a USB device's `vendor/product/bcdDevice` from its uevent (the kernel's).
@@ -44,6 +48,8 @@ public enum UdevProperty: Int, SlotKey {
         case .model: "ID_MODEL"
         case .vendor: "ID_VENDOR"
         case .serialShort: "ID_SERIAL_SHORT"
+        case .vendorEncoded: "ID_VENDOR_ENC"
+        case .modelEncoded: "ID_MODEL_ENC"
         case .revision: "ID_REVISION"
         case .product: "PRODUCT"
         case .type: "TYPE"

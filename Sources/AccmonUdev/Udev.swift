@@ -163,10 +163,10 @@ final class SysfsDirectory {
         return attributes
     }
 
-    /// A `usb_device`'s ``SysfsAttribute/usbDevice`` attributes: those its uevent carries from the properties, the
-    /// others read.
+    /// A `usb_device`'s ``SysfsAttribute/usbDevice`` attributes: those its properties tell exactly
+    /// (``AccmonCore/usbDeviceAttributes(fromProperties:)``), the others read.
     func usbDeviceAttributes(_ properties: UdevProperties) -> SysfsAttributes {
-        var attributes = AccmonCore.usbDeviceAttributes(fromUeventProperties: properties)
+        var attributes = AccmonCore.usbDeviceAttributes(fromProperties: properties)
         for name in SysfsAttribute.usbDevice where attributes[name] == nil {
             if let value = text(name.name) { attributes[name] = value }
         }

@@ -42,6 +42,8 @@ Commands (optional fields in brackets):
         "bind", `bind` uevents follow for devices with a driver (as the kernel does). With "events":false, no uevent
         is sent (a device already present: coldplug before start, or one accmond never hears of). "parent" puts a
         USB instance on a port of a hub instance. Hub params: "children": N or [{"template":..,"name":..,"params":..}].
+        USB device params: "manufacturer", "name", "serial" (attribute text; null: none), ...; "usb_id": true sets
+        the usb_device's ID_* properties by running udev's own usb_id builtin on it (`udevadm test-builtin`).
         Replugging an unplugged instance: {"op":"add","name":N} without a template.
         -> {"name":N,"devices":{role: syspath},"children":[names],"uevents":K}
   {"op":"remove","name":N,[ "events":true, "bind":true, "order":[REF...], "keep":false, "sync":true ]}
@@ -338,6 +340,12 @@ class World:
             binattrs["manufacturer"] = bytes.fromhex(p["manufacturer_bytes"])
             attrs.pop("manufacturer", None)
         dev = Dev("usb", "usb", port_path, parent_path, attrs, props, binattrs, driver="usb")
+        dev.usb_id = bool(p.get("usb_id"))
+        if dev.usb_id:
+            # What usb_id sets comes from usb_id (which sets ID_VENDOR... only when ID_BUS is not set yet).
+            for key in [key for key in dev.props if key.startswith(("ID_BUS", "ID_VENDOR", "ID_MODEL", "ID_SERIAL",
+                                                                    "ID_REVISION", "ID_USB_"))]:
+                del dev.props[key]
         instance.port_path = port_path
         instance.bus = bus
         return dev
@@ -580,6 +588,8 @@ class World:
             dev.syspath = path
             for attr, value in dev.binattrs.items():
                 self.tb.set_attribute_binary(path, attr, list(value))
+            if getattr(dev, "usb_id", False):
+                self.run_usb_id(path)
             if inst.template == "roothub":
                 self.next_devnum[inst.root_bus] = 2
         inst.present = True
@@ -587,6 +597,17 @@ class World:
             # A child's usb_device Dev was built with the hub's predicted path as its parent: fix it up.
             child.top.parent = inst.top.syspath
             self._create(child)
+
+    def run_usb_id(self, path):
+        """Sets the ID_* properties udev's own usb_id builtin gives the device (`udevadm test-builtin`, which reads
+        the testbed's sysfs through the preload), in place of the harness's hand-made ones."""
+        result = subprocess.run(["udevadm", "test-builtin", "usb_id", path], capture_output=True)
+        if result.returncode != 0:
+            raise HarnessError(f"udevadm test-builtin usb_id {path}: {result.stderr.decode(errors='replace')[-500:]}")
+        for entry in result.stdout.split(b"\n"):
+            name, separator, value = entry.partition(b"=")
+            if separator and name.startswith(b"ID_"):
+                self.tb.set_property(path, name.decode(), value.decode())
 
     def destroy(self, inst):
         """Deletes the instance's devices (and its children's) from sysfs, deepest first: `remove_device` cleans up
