@@ -53,8 +53,9 @@ final class Broker {
     private var stateIsDirty = false
     private var lastSave: UInt64 = 0
     private var nextSessionNumber = firstSessionNumber
-    /// Sessions with output queued since the last flush.
-    private var pendingFlush: Set<UInt64> = []
+    /// Sessions with output queued since the last flush, in the order they got it: a request's events reach the
+    /// subscribers before its reply reaches the requester.
+    private var pendingFlush: [Session] = []
     /// Sessions to close at the end of this turn, with the reason for the log.
     private var pendingClose: [UInt64: String] = [:]
 
@@ -183,7 +184,7 @@ final class Broker {
 
     private func serve(_ readiness: Readiness) {
         guard let session = sessions[readiness.token], pendingClose[session.number] == nil else { return }
-        if readiness.writable { pendingFlush.insert(session.number) }
+        if readiness.writable { queueFlush(session) }
         if readiness.readable || readiness.hangup { read(session, hangup: readiness.hangup) }
     }
 
@@ -205,14 +206,14 @@ final class Broker {
                 close(session, reason: "client closed the connection")
             } else {
                 session.inputClosed = true
-                pendingFlush.insert(session.number)
+                queueFlush(session)
             }
             return
         }
         session.lastActivity = monotonicNanoseconds()
         session.unhandled += session.framer.append(readBuffer[0..<count])
         handleUnhandledLines(of: session)
-        pendingFlush.insert(session.number)
+        queueFlush(session)
     }
 
     /// Handles the session's pending request lines while its outbound buffer has room for the replies.
@@ -642,7 +643,7 @@ final class Broker {
             session.queue.enqueue(event, payload: line)
         } else if session.outbound.fits(line) {
             session.outbound.append(line)
-            pendingFlush.insert(session.number)
+            queueFlush(session)
         } else {
             logger.info(
                 "client does not read: suspending it and queueing its events",
@@ -653,15 +654,26 @@ final class Broker {
 
     private func reply(to session: Session, _ message: ServerMessage) {
         session.outbound.append(codec.encode(message))
-        pendingFlush.insert(session.number)
+        queueFlush(session)
     }
 
     // MARK: Turn end, closing, shutdown
 
+    private func queueFlush(_ session: Session) {
+        guard !session.flushQueued else { return }
+        session.flushQueued = true
+        pendingFlush.append(session)
+    }
+
     private func finishTurn() {
-        for number in pendingFlush {
-            guard let session = sessions[number], pendingClose[number] == nil else { continue }
-            flush(session)
+        // By index: a flush can queue other sessions' output (a waiting request handled once there is room), and
+        // those are flushed in this turn too.
+        var index = 0
+        while index < pendingFlush.count {
+            let session = pendingFlush[index]
+            index += 1
+            if pendingClose[session.number] == nil { flush(session) }
+            session.flushQueued = false
         }
         pendingFlush.removeAll(keepingCapacity: true)
         for (number, reason) in pendingClose {
@@ -757,7 +769,7 @@ final class Broker {
         let goodbye = codec.encode(.shutdown(reason: "the daemon is shutting down"))
         for session in sessions.values where pendingClose[session.number] == nil {
             session.outbound.append(goodbye)
-            pendingFlush.insert(session.number)
+            queueFlush(session)
         }
         let deadline = monotonicNanoseconds() + Self.shutdownGraceNanoseconds
         finishTurn()
@@ -765,7 +777,7 @@ final class Broker {
             let ready = (try? poller.wait(timeoutMilliseconds: 50)) ?? []  // try?: a failed wait just polls again
             for readiness in ready where readiness.token >= Self.firstSessionNumber {
                 if let session = sessions[readiness.token], readiness.writable || readiness.hangup {
-                    pendingFlush.insert(session.number)
+                    queueFlush(session)
                 }
             }
             finishTurn()

@@ -35,6 +35,8 @@ final class Session {
     var inputClosed = false
     /// What the poller watches on the descriptor now.
     var interest: Interest = .readable
+    /// Whether the session is in the broker's list of sessions to flush at the end of this loop turn.
+    var flushQueued = false
     /// The user and restore id the client registered in `hello`, if it did.
     var restoreKey: RestoreKey?
     /// For a subscribed session with a restore id: what is needed to hand it back later.

@@ -102,6 +102,13 @@ final class RawSocket: @unchecked Sendable {
         }
     }
 
+    /// Blocks the calling thread in `poll` until the socket is readable or `milliseconds` pass: for a test that must
+    /// look at other sockets the moment this one gets data (the async reads look every millisecond).
+    func blockUntilReadable(milliseconds: Int32) -> Bool {
+        var poll = pollfd(fd: descriptor.rawValue, events: Int16(POLLIN), revents: 0)
+        return Glibc.poll(&poll, 1, milliseconds) > 0
+    }
+
     /// Sets `SO_RCVBUF`.
     func setReceiveBufferSize(_ bytes: Int32) {
         var value = bytes
