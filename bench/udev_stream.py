@@ -45,6 +45,8 @@ parser.add_argument("--interval-us", type=int, default=2000)
 parser.add_argument("--bursts", default="5000,50000")
 parser.add_argument("--only", choices=["latency", "burst"])
 parser.add_argument("--keep", action="store_true", help="keep the work directory (receivers' output and logs)")
+parser.add_argument("--no-descriptors", action="store_true",
+                    help="devices without a `descriptors` file (the testbed of sessions before 12)")
 parser.add_argument("--client-prefix", default="", help="a command to run the AccmonClient app under")
 parser.add_argument("--accmond-prefix", default="", help="a command to run accmond under, such as 'perf record -g -o F --'")
 parser.add_argument("--udevadm-prefix", default="", help="a command to run udevadm monitor under")
@@ -76,8 +78,10 @@ def cpu_ns(pid):
         return 0
 
 
-# --- the testbed: DEVICES USB devices with their attributes, no DEVNAME (so that coldplug does not announce them; the
-# events carry DEVNAME) and no `serial` attribute (so that accmond takes the serial from the event's ID_SERIAL_SHORT)
+# --- the testbed: DEVICES USB devices with their attributes and raw `descriptors` (a device descriptor and one
+# configuration with a vendor-specific interface and an endpoint, 43 bytes, as a real device has), no DEVNAME (so that
+# coldplug does not announce them; the events carry DEVNAME) and no `serial` attribute (accmond takes the serial from
+# the event's ID_SERIAL_SHORT)
 testbed = UMockdev.Testbed.new()
 root = testbed.get_root_dir()
 os.environ["UMOCKDEV_DIR"] = root
@@ -93,6 +97,14 @@ for index in range(DEVICES):
          "removable", "removable", "manufacturer", "accmon", "product", "Bench Device", "busnum", "1",
          "devnum", str(index + 2)],
         ["DEVTYPE", "usb_device", "ID_VENDOR_ID", "1209", "ID_MODEL_ID", "%04x" % (0xA000 + index)])
+    if not options.no_descriptors:
+        product = 0xA000 + index
+        descriptors = bytes([18, 1, 0x00, 0x02, 0, 0, 0, 64, 0x09, 0x12, product & 0xFF, product >> 8, 0x00, 0x01,
+                             1, 2, 3, 1,  # device: USB 2.0, class per interface, 1209:product, bcdDevice 1.00
+                             9, 2, 25, 0, 1, 1, 0, 0x80, 50,  # configuration: 25 bytes, one interface
+                             9, 4, 0, 0, 1, 0xFF, 0, 0, 0,  # interface 0: vendor-specific, one endpoint
+                             7, 5, 0x81, 3, 8, 0, 10])  # endpoint 1 IN, interrupt
+        testbed.set_attribute_binary(syspath, "descriptors", list(descriptors))
     device_lines.append(f"{syspath[len('/sys'):]} /dev/bus/usb/001/{index % 125 + 2:03d}")
 devices_file = os.path.join(work, "devices")
 with open(devices_file, "w") as out:
