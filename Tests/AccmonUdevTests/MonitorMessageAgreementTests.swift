@@ -82,35 +82,8 @@ struct MonitorMessageAgreementTests {
 
     /// Runs the datagrams through the real libudev, one at a time.
     static func libudevAnswers(_ datagrams: [[UInt8]]) throws -> [LibudevDevice?] {
-        try UdevEnvironment.check()
-        let script = Locations.repository.appendingPathComponent("tests/umockdev/libudev_receive.py")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/umockdev-wrapper")
-        process.arguments = ["/usr/bin/python3", script.path]
-        let input = Pipe()
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let text = datagrams.map { $0.map { String(format: "%02x", $0) }.joined() + "\n" }.joined()
-        // Written from another thread: the answers fill the output pipe while the datagrams are still being written.
-        let writer = Thread {
-            input.fileHandleForWriting.write(Data(text.utf8))
-            try? input.fileHandleForWriting.close()  // try?: the reader sees end of input either way
-        }
-        writer.start()
-        let answerData = output.fileHandleForReading.readDataToEndOfFile()
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw UdevTestError(description: "libudev_receive.py failed: \(errorText)")
-        }
-        let lines = String(decoding: answerData, as: UTF8.self).split(separator: "\n")
-        guard lines.count == datagrams.count else {
-            throw UdevTestError(description: "libudev_receive.py answered \(lines.count) of \(datagrams.count): \(errorText)")
-        }
+        let lines = try ReferenceScript(name: "libudev_receive.py").answers(
+            datagrams.map { $0.map { String(format: "%02x", $0) }.joined() })
         return try lines.map { line in
             let object = try JSONSerialization.jsonObject(with: Data(line.utf8), options: [.fragmentsAllowed])
             guard let device = object as? [String: Any] else { return nil }

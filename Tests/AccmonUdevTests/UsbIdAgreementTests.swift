@@ -83,36 +83,12 @@ struct UsbIdAgreementTests {
 
     /// The properties the real `usb_id` builtin sets for each device (those accmond reads).
     static func usbIdProperties(_ devices: [Device]) throws -> [UdevProperties] {
-        try UdevEnvironment.check()
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/udevadm") else {
             throw UdevTestError(description: "udevadm is missing (Debian: apt-get install udev)")
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/umockdev-wrapper")
-        process.arguments = ["/usr/bin/python3", Locations.repository.appendingPathComponent("tests/umockdev/usb_id.py").path]
-        let input = Pipe()
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
         let encoder = JSONEncoder()
-        let text = try devices.reduce(into: Data()) { text, device in text += try encoder.encode(device) + Data("\n".utf8) }
-        // Written from another thread: the answers fill the output pipe while the devices are still being written.
-        let writer = Thread {
-            input.fileHandleForWriting.write(text)
-            try? input.fileHandleForWriting.close()  // try?: the reader sees end of input either way
-        }
-        writer.start()
-        let answerData = output.fileHandleForReading.readDataToEndOfFile()
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw UdevTestError(description: "usb_id.py failed: \(errorText)") }
-        let lines = String(decoding: answerData, as: UTF8.self).split(separator: "\n")
-        guard lines.count == devices.count else {
-            throw UdevTestError(description: "usb_id.py answered \(lines.count) of \(devices.count): \(errorText)")
-        }
+        let lines = try ReferenceScript(name: "usb_id.py").answers(
+            devices.map { String(decoding: try encoder.encode($0), as: UTF8.self) })
         return try lines.map { line in
             let answer = try JSONDecoder().decode([String: [String: String]].self, from: Data(line.utf8))
             var properties = UdevProperties()

@@ -1,0 +1,39 @@
+import Foundation
+
+/// A script in `tests/umockdev/` that gives the real udev's answers (libudev's, `usb_id`'s) for the suite to compare
+/// with: run under `umockdev-wrapper`, it reads one question per line and writes one answer per line.
+struct ReferenceScript {
+    /// The file name, such as `usb_id.py`.
+    var name: String
+
+    /// The answers to `questions` (each one line, without its newline), one line each, in order.
+    func answers(_ questions: [String]) throws -> [Substring] {
+        try UdevEnvironment.check()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/umockdev-wrapper")
+        process.arguments = ["/usr/bin/python3", Locations.repository.appendingPathComponent("tests/umockdev/\(name)").path]
+        let input = Pipe()
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let text = Data(questions.map { $0 + "\n" }.joined().utf8)
+        // Written from another thread: the answers fill the output pipe while the questions are still being written.
+        let writer = Thread {
+            input.fileHandleForWriting.write(text)
+            try? input.fileHandleForWriting.close()  // try?: the reader sees end of input either way
+        }
+        writer.start()
+        let answerData = output.fileHandleForReading.readDataToEndOfFile()
+        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw UdevTestError(description: "\(name) failed: \(errorText)") }
+        let lines = String(decoding: answerData, as: UTF8.self).split(separator: "\n")
+        guard lines.count == questions.count else {
+            throw UdevTestError(description: "\(name) answered \(lines.count) of \(questions.count): \(errorText)")
+        }
+        return lines
+    }
+}
