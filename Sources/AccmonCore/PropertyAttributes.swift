@@ -52,7 +52,7 @@ private func udevName(encoded: String?, plain: String?) -> String? {
 /// udev (`encode_devnode_name`) keeps `A-Z a-z 0-9 # + - . : = @ _` and valid UTF-8 sequences and writes every other
 /// byte, `\` included, as `\x` and two lowercase hex digits, into a 256-byte buffer; when the text does not fit it
 /// stops after at least 253 bytes, so a value of 253 bytes or more may be cut and is refused.
-public func decodedUdevString(_ encoded: String) -> String? {
+func decodedUdevString(_ encoded: String) -> String? {
     decodedUdevBytes(encoded).map { String(decoding: $0, as: UTF8.self) }
 }
 

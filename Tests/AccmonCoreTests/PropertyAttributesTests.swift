@@ -1,6 +1,7 @@
-import AccmonCore
 import AccmonTestSupport
 import Testing
+
+@testable import AccmonCore
 
 /// The `usb_device` attributes taken from the device's properties instead of sysfs reads: the kernel's `PRODUCT` and
 /// `TYPE`, and udev's `ID_VENDOR_ENC`, `ID_MODEL_ENC` and `ID_SERIAL_SHORT` when they tell the text exactly.
