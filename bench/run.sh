@@ -2,14 +2,14 @@
 # `make bench`: builds release binaries and the bench tools, then runs the measurements; one JSON line per
 # measurement on stdout (progress on stderr). See bench/README.md.
 #
-#   BENCH_SUITES   which to run, of: stream fanout memory startup instructions (default: all five)
+#   BENCH_SUITES   which to run, of: stream fanout memory startup instructions sysfs (default: all six)
 #   BENCH_REPEATS  repeats of each measurement (default 3; startup 5)
 #   BENCH_SCRATCH  the build directory (default /tmp/accmon-bench-build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 SCRATCH=${BENCH_SCRATCH:-/tmp/accmon-bench-build}
-SUITES=${BENCH_SUITES:-stream fanout memory startup instructions}
+SUITES=${BENCH_SUITES:-stream fanout memory startup instructions sysfs}
 REPEATS=${BENCH_REPEATS:-3}
 
 # What the bench needs beyond the build: umockdev and its Python binding (the testbed), udevadm (the baseline), cc,
@@ -31,6 +31,7 @@ cc -O2 -Wall -o "$TOOLS/uevent_blast" bench/tools/uevent_blast.c
 cc -O2 -Wall -o "$TOOLS/stamp" bench/tools/stamp.c
 cc -O2 -Wall -pthread -o "$TOOLS/fanout" bench/tools/fanout.c
 cc -O2 -Wall -o "$TOOLS/relay" bench/tools/relay.c -ludev
+cc -O2 -Wall -o "$TOOLS/sysfs_read" bench/tools/sysfs_read.c
 BIN="$SCRATCH/release"
 CLIENT="$SCRATCH-client/release/accmon-bench-client"
 
@@ -42,6 +43,7 @@ for suite in $SUITES; do
         memory) /usr/bin/python3 bench/memory.py "$BIN" --repeats "$REPEATS" ;;
         startup) /usr/bin/python3 bench/startup.py "$BIN" --repeats "$(( REPEATS > 5 ? REPEATS : 5 ))" ;;
         instructions) /usr/bin/python3 bench/instructions.py "$BIN" "$TOOLS" "$CLIENT" ;;
-        *) echo "bench: unknown suite '$suite' (stream fanout memory startup instructions)" >&2; exit 64 ;;
+        sysfs) /usr/bin/python3 bench/sysfs_read.py "$TOOLS" --repeats "$REPEATS" ;;
+        *) echo "bench: unknown suite '$suite' (stream fanout memory startup instructions sysfs)" >&2; exit 64 ;;
     esac
 done
