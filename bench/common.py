@@ -1,5 +1,5 @@
 """Helpers shared by the bench scripts: JSON lines, percentiles, accmond's manifest, sockets, RSS."""
-import json, os, platform, resource, socket, statistics, subprocess, time
+import json, os, platform, resource, socket, statistics, subprocess, sys, time
 
 MACHINE = {"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()}
 
@@ -9,6 +9,16 @@ def emit(record):
     record.update(MACHINE)
     record["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(json.dumps(record), flush=True)
+
+
+def reexec_under_umockdev(script, environment=None):
+    """Runs `script` again under `umockdev-wrapper` (with `environment` added), unless this already is that run:
+    the testbed's Python then has umockdev's preload and `gi`."""
+    if os.environ.get("ACCMON_BENCH_TESTBED") == "1":
+        return
+    settings = [f"{key}={value}" for key, value in (environment or {}).items()]
+    os.execvp("env", ["env", "ACCMON_BENCH_TESTBED=1", *settings, "umockdev-wrapper", "/usr/bin/python3",
+                      os.path.abspath(script), *sys.argv[1:]])
 
 
 def median(values):

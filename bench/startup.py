@@ -12,12 +12,10 @@ Usage: startup.py BIN_DIR [--devices 1000] [--repeats R]
 """
 import argparse, json, os, shutil, socket, subprocess, sys, tempfile, time
 
-if os.environ.get("ACCMON_BENCH_TESTBED") != "1":
-    os.execvp("env", ["env", "ACCMON_BENCH_TESTBED=1", "umockdev-wrapper", "/usr/bin/python3",
-                      os.path.abspath(__file__), *sys.argv[1:]])
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import accmond_arguments, emit, median, stop  # noqa: E402
+from common import accmond_arguments, emit, median, reexec_under_umockdev, stop  # noqa: E402
+
+reexec_under_umockdev(__file__)
 
 import gi  # noqa: E402
 

@@ -12,7 +12,7 @@ Usage: sysfs_read.py TOOLS_DIR [--repeats R] [--reads N]
 import argparse, glob, json, os, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import emit, median  # noqa: E402
+from common import emit, median, reexec_under_umockdev  # noqa: E402
 
 if os.environ.get("ACCMON_BENCH_TESTBED") != "1":
     # The real file is chosen here: under the preload, /sys is the testbed's.
@@ -21,8 +21,7 @@ if os.environ.get("ACCMON_BENCH_TESTBED") != "1":
     real = next((path for path in candidates if os.path.exists(path)), None)
     if real is None:
         raise SystemExit("sysfs_read: no known sysfs attribute on this host")
-    os.execvp("env", ["env", "ACCMON_BENCH_TESTBED=1", f"ACCMON_BENCH_REAL_ATTRIBUTE={real}", "umockdev-wrapper",
-                      "/usr/bin/python3", os.path.abspath(__file__), *sys.argv[1:]])
+    reexec_under_umockdev(__file__, {"ACCMON_BENCH_REAL_ATTRIBUTE": real})
 
 import gi  # noqa: E402  (only inside the testbed's Python)
 
