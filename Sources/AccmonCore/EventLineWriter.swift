@@ -1,14 +1,13 @@
 /// Writes the line of a `connect` or `disconnect` event directly, byte for byte what ``ProtocolCodec`` writes with
 /// JSONEncoder (sorted keys, slashes unescaped), without JSONEncoder's generic machinery: this line is on the hot
 /// path, encoded once per event. Keys are static text, strings are copied in runs between the bytes that need
-/// escaping, and nothing is allocated but the line itself.
+/// escaping, all into one ``JSONOutput``.
 package enum EventLineWriter {
     private static let quote = UInt8(ascii: "\"")
     private static let backslash = UInt8(ascii: "\\")
 
     static func line(_ event: AccessoryEvent) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(768)
+        var out = JSONOutput(capacity: 1024)
         literal(#"{"accessory":"#, into: &out)
         accessory(event.accessory, into: &out)
         if let rejection = event.rejection {
@@ -20,11 +19,11 @@ package enum EventLineWriter {
         literal(#","type":"#, into: &out)
         string(event.change.rawValue, into: &out)
         literal("}\n", into: &out)
-        return out
+        return out.bytes()
     }
 
     /// The accessory object, its keys in sorted order.
-    package static func accessory(_ accessory: Accessory, into out: inout [UInt8]) {
+    package static func accessory(_ accessory: Accessory, into out: inout JSONOutput) {
         literal(#"{"accessoryID":"#, into: &out)
         string(accessory.accessoryID, into: &out)
         literal(#","connectionID":"#, into: &out)
@@ -62,7 +61,7 @@ package enum EventLineWriter {
         out.append(UInt8(ascii: "}"))
     }
 
-    static func strings(_ values: [String], into out: inout [UInt8]) {
+    static func strings(_ values: [String], into out: inout JSONOutput) {
         out.append(UInt8(ascii: "["))
         list(values, into: &out) { value, out in string(value, into: &out) }
         out.append(UInt8(ascii: "]"))
@@ -70,17 +69,19 @@ package enum EventLineWriter {
 
     /// `values`, each written by `element`, separated by commas (the brackets or braces around are the caller's).
     package static func list<Element>(
-        _ values: [Element], into out: inout [UInt8], _ element: (Element, inout [UInt8]) -> Void
+        _ values: [Element], into out: inout JSONOutput, _ element: (Element, inout JSONOutput) -> Void
     ) {
-        for (index, value) in values.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
+        var isFirst = true
+        for value in values {
+            if !isFirst { out.append(UInt8(ascii: ",")) }
+            isFirst = false
             element(value, &out)
         }
     }
 
     /// A JSON string as JSONEncoder writes it: `"` and `\` escaped, control characters as `\b \t \n \f \r` or
     /// `\u00xx`, everything else (slashes, DEL, non-ASCII) as UTF-8.
-    package static func string(_ value: String, into out: inout [UInt8]) {
+    package static func string(_ value: String, into out: inout JSONOutput) {
         out.append(quote)
         var value = value  // withUTF8 may make a bridged or lazy string contiguous: on a copy
         value.withUTF8 { bytes in
@@ -88,16 +89,16 @@ package enum EventLineWriter {
             for index in bytes.indices {
                 let byte = bytes[index]
                 guard byte < 0x20 || byte == quote || byte == backslash else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                out.append(UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
                 escape(byte, into: &out)
                 runStart = index + 1
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
+            out.append(UnsafeBufferPointer(rebasing: bytes[runStart...]))
         }
         out.append(quote)
     }
 
-    private static func escape(_ byte: UInt8, into out: inout [UInt8]) {
+    private static func escape(_ byte: UInt8, into out: inout JSONOutput) {
         out.append(backslash)
         switch byte {
         case quote, backslash: out.append(byte)
@@ -114,7 +115,7 @@ package enum EventLineWriter {
     }
 
     /// A decimal number, without an intermediate string.
-    package static func number(_ value: UInt64, into out: inout [UInt8]) {
+    package static func number(_ value: UInt64, into out: inout JSONOutput) {
         var divisor: UInt64 = 1
         while value / divisor >= 10 { divisor *= 10 }
         var rest = value
@@ -125,7 +126,7 @@ package enum EventLineWriter {
         }
     }
 
-    package static func literal(_ text: StaticString, into out: inout [UInt8]) {
-        text.withUTF8Buffer { out.append(contentsOf: $0) }
+    package static func literal(_ text: StaticString, into out: inout JSONOutput) {
+        text.withUTF8Buffer { out.append($0) }
     }
 }

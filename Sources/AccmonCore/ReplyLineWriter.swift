@@ -4,8 +4,7 @@
 enum ReplyLineWriter {
     /// `{"connectionID":…,"id":…,"type":"ok"}`, without the absent fields.
     static func ok(id: RequestID?, connectionID: ConnectionID?) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(64)
+        var out = JSONOutput(capacity: 64)
         out.append(UInt8(ascii: "{"))
         if let connectionID {
             EventLineWriter.literal(#""connectionID":"#, into: &out)
@@ -18,13 +17,12 @@ enum ReplyLineWriter {
             out.append(UInt8(ascii: ","))
         }
         EventLineWriter.literal(#""type":"ok"}\#n"#, into: &out)
-        return out
+        return out.bytes()
     }
 
     /// `{"code":…,"id":…,"message":…,"type":"error"}`, without the id when there is none.
     static func error(id: RequestID?, _ error: ProtocolError) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(96 + error.message.utf8.count)
+        var out = JSONOutput(capacity: 96 + error.message.utf8.count)
         EventLineWriter.literal(#"{"code":"#, into: &out)
         EventLineWriter.string(error.code.rawValue, into: &out)
         if let id {
@@ -34,11 +32,11 @@ enum ReplyLineWriter {
         EventLineWriter.literal(#","message":"#, into: &out)
         EventLineWriter.string(error.message, into: &out)
         EventLineWriter.literal(#","type":"error"}\#n"#, into: &out)
-        return out
+        return out.bytes()
     }
 
     /// A request id: a JSON number or string.
-    private static func requestID(_ id: RequestID, into out: inout [UInt8]) {
+    private static func requestID(_ id: RequestID, into out: inout JSONOutput) {
         switch id {
         case .number(let number):
             if number < 0 { out.append(UInt8(ascii: "-")) }

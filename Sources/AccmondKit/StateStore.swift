@@ -48,8 +48,7 @@ extension PersistedState {
     func json() -> [UInt8] {
         typealias Writer = EventLineWriter
         let accessories = connected.count + sessions.reduce(0) { $0 + $1.known.count + $1.replay.count }
-        var out: [UInt8] = []
-        out.reserveCapacity(128 + 512 * accessories)
+        var out = JSONOutput(capacity: 128 + 512 * accessories)
         Writer.literal(#"{"connected":["#, into: &out)
         Writer.list(connected, into: &out) { entry, out in
             Writer.literal(#"{"accessory":"#, into: &out)
@@ -65,14 +64,14 @@ extension PersistedState {
         Writer.literal(#","sessions":["#, into: &out)
         Writer.list(sessions, into: &out) { session, out in session.write(into: &out) }
         Writer.literal(#"],"version":"#, into: &out)
-        out += String(version).utf8
+        out.append(utf8: String(version))
         out.append(UInt8(ascii: "}"))
-        return out
+        return out.bytes()
     }
 }
 
 extension PersistedState.PreservedEntry {
-    fileprivate func write(into out: inout [UInt8]) {
+    fileprivate func write(into out: inout JSONOutput) {
         typealias Writer = EventLineWriter
         Writer.literal(#"{"acknowledged":"#, into: &out)
         Writer.number(acknowledged, into: &out)
@@ -98,9 +97,9 @@ extension PersistedState.PreservedEntry {
         // no form for infinity or NaN (such a session would expire at once).
         let seconds = preservedAt.isFinite ? preservedAt : 0
         if seconds == seconds.rounded(), abs(seconds) < 0x1p53 {
-            out += String(Int64(seconds)).utf8
+            out.append(utf8: String(Int64(seconds)))
         } else {
-            out += seconds.description.utf8
+            out.append(utf8: seconds.description)
         }
         Writer.literal(#","replay":["#, into: &out)
         Writer.list(replay, into: &out) { event, out in

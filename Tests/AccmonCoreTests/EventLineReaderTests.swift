@@ -98,9 +98,10 @@ import Testing
         #"{"accessory":ACCESSORY,"id":null,"seq":3,"type":"connect"}"#,
     ])
     func otherFormsOfAValidLineAreLeftToProtocolCodec(template: String) throws {
-        var accessoryJSON: [UInt8] = []
+        var accessoryJSON = JSONOutput(capacity: 1024)
         EventLineWriter.accessory(Fixtures.fullAccessory, into: &accessoryJSON)
-        let line = Self.line(template.replacing("ACCESSORY", with: String(decoding: accessoryJSON, as: UTF8.self)))
+        let accessoryText = String(decoding: accessoryJSON.bytes(), as: UTF8.self)
+        let line = Self.line(template.replacing("ACCESSORY", with: accessoryText))
         #expect(EventLineReader.event(line) == nil)
         let message = try ProtocolCodec().decodeServerMessage(line)
         #expect(message == .event(AccessoryEvent(.connect, sequence: 3, accessory: Fixtures.fullAccessory)))

@@ -1,0 +1,56 @@
+/// The bytes a hand-written JSON writer produces (``EventLineWriter``, ``ReplyLineWriter``, the daemon's state file):
+/// raw memory written with `memcpy`, grown by doubling, handed out once as an array by ``bytes()``.
+///
+/// Appending to an `[UInt8]` goes through the generic `append(contentsOf:)` at every key and string, which was
+/// about a third of an event line's encoding.
+package struct JSONOutput: ~Copyable {
+    private var base: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    /// The number of bytes written.
+    package private(set) var count = 0
+
+    /// An empty output with room for `capacity` bytes before it grows.
+    package init(capacity: Int) {
+        self.capacity = max(capacity, 16)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    deinit { base.deallocate() }
+
+    /// The bytes written.
+    package consuming func bytes() -> [UInt8] {
+        [UInt8](UnsafeBufferPointer(start: base, count: count))
+    }
+
+    /// Appends one byte.
+    package mutating func append(_ byte: UInt8) {
+        reserve(1)
+        base[count] = byte
+        count += 1
+    }
+
+    /// Appends `bytes`.
+    package mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress else { return }
+        reserve(bytes.count)
+        (base + count).update(from: source, count: bytes.count)
+        count += bytes.count
+    }
+
+    /// Appends the UTF-8 of `text`, as it is (not as a JSON string: see ``EventLineWriter/string(_:into:)``).
+    package mutating func append(utf8 text: String) {
+        var text = text  // withUTF8 may make a lazy string contiguous: on a copy
+        text.withUTF8 { append($0) }
+    }
+
+    /// Makes room for `extra` more bytes.
+    private mutating func reserve(_ extra: Int) {
+        guard count + extra > capacity else { return }
+        let newCapacity = max(count + extra, 2 * capacity)
+        let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+        newBase.initialize(from: base, count: count)
+        base.deallocate()
+        base = newBase
+        capacity = newCapacity
+    }
+}
