@@ -38,12 +38,21 @@ private func mayBeCut(_ encoded: String?) -> Bool { (encoded?.utf8.count ?? 0) >
 
 /// The text `encoded` gives, when it is valid UTF-8 and udev's replacements of it give `plain`.
 private func udevName(encoded: String?, plain: String?) -> String? {
-    guard let encoded, let plain, let bytes = decodedUdevBytes(encoded),
-        let text = String(validating: bytes, as: UTF8.self), udevPlainForm(bytes).elementsEqual(plain.utf8)
-    else {
-        return nil
+    guard var encoded, var plain, !mayBeCut(encoded) else { return nil }
+    // On raw bytes and the stack: this runs for every USB device added.
+    return encoded.withUTF8 { encoded in
+        plain.withUTF8 { plain in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: encoded.count + udevPlainLimit) { buffer in
+                let decoded = UnsafeMutableBufferPointer(rebasing: buffer[..<encoded.count])
+                guard let count = decodeUdevEncoding(encoded, into: decoded) else { return nil }
+                let text = UnsafeBufferPointer(rebasing: decoded[..<count])
+                let plainForm = UnsafeMutableBufferPointer(rebasing: buffer[encoded.count...])
+                let plainCount = writeUdevPlainForm(of: text, into: plainForm)
+                guard UnsafeBufferPointer(rebasing: plainForm[..<plainCount]).elementsEqual(plain) else { return nil }
+                return String(validating: text, as: UTF8.self)
+            }
+        }
     }
-    return text
 }
 
 /// The text that udev encoded into `encoded` for a `…_ENC` property, as a sysfs read of it gives it (invalid UTF-8
@@ -53,51 +62,65 @@ private func udevName(encoded: String?, plain: String?) -> String? {
 /// byte, `\` included, as `\x` and two lowercase hex digits, into a 256-byte buffer; when the text does not fit it
 /// stops after at least 253 bytes, so a value of 253 bytes or more may be cut and is refused.
 func decodedUdevString(_ encoded: String) -> String? {
-    decodedUdevBytes(encoded).map { String(decoding: $0, as: UTF8.self) }
+    guard !mayBeCut(encoded) else { return nil }
+    var encoded = encoded
+    return encoded.withUTF8 { encoded in
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: encoded.count) { decoded in
+            decodeUdevEncoding(encoded, into: decoded).map {
+                String(decoding: UnsafeBufferPointer(rebasing: decoded[..<$0]), as: UTF8.self)
+            }
+        }
+    }
 }
 
-/// The bytes of ``decodedUdevString(_:)``, before UTF-8 repair.
-private func decodedUdevBytes(_ encoded: String) -> [UInt8]? {
-    let bytes = encoded.utf8
-    guard !mayBeCut(encoded) else { return nil }
-    var decoded: [UInt8] = []
-    decoded.reserveCapacity(bytes.count)
-    var index = bytes.startIndex
-    while index != bytes.endIndex {
-        let byte = bytes[index]
-        index = bytes.index(after: index)
+/// Decodes a udev encoding (``decodedUdevString(_:)``) into `decoded`, which has room for `encoded.count` bytes; the
+/// number of bytes, without trailing newlines, or `nil` when `encoded` is not exactly an encoding.
+private func decodeUdevEncoding(
+    _ encoded: UnsafeBufferPointer<UInt8>, into decoded: UnsafeMutableBufferPointer<UInt8>
+) -> Int? {
+    var count = 0
+    var index = 0
+    while index < encoded.count {
+        let byte = encoded[index]
+        index += 1
         guard byte == UInt8(ascii: "\\") else {
             guard byte >= 0x80 || isKeptByUdevEncoding(byte) else { return nil }
-            decoded.append(byte)
+            decoded[count] = byte
+            count += 1
             continue
         }
-        guard index != bytes.endIndex, bytes[index] == UInt8(ascii: "x") else { return nil }
-        var value: UInt8 = 0
-        for _ in 0..<2 {
-            index = bytes.index(after: index)
-            guard index != bytes.endIndex, let digit = lowercaseHexValue(bytes[index]) else { return nil }
-            value = value << 4 | digit
-        }
-        index = bytes.index(after: index)
+        guard index + 2 < encoded.count, encoded[index] == UInt8(ascii: "x"),
+            let high = lowercaseHexValue(encoded[index + 1]), let low = lowercaseHexValue(encoded[index + 2])
+        else { return nil }
+        index += 3
+        let value = high << 4 | low
         // udev never escapes a byte it keeps, and a C string has no NUL.
         guard value != 0, value >= 0x80 || !isKeptByUdevEncoding(value) else { return nil }
-        decoded.append(value)
+        decoded[count] = value
+        count += 1
     }
-    while let last = decoded.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { decoded.removeLast() }
-    return decoded
+    while count > 0, decoded[count - 1] == UInt8(ascii: "\n") || decoded[count - 1] == UInt8(ascii: "\r") { count -= 1 }
+    return count
 }
 
-/// `bytes` as udev's `usb_id` writes them into `ID_VENDOR` or `ID_MODEL`: the first 63 bytes at most
-/// (`udev_replace_whitespace`: outer whitespace dropped, each inner run written `_`), then every byte that is not
-/// kept by the encoding (``decodedUdevString(_:)``), part of a whole UTF-8 sequence or of `\x` written `_`
-/// (`udev_replace_chars`).
-private func udevPlainForm(_ bytes: [UInt8]) -> [UInt8] {
-    let limit = 63
+/// The most bytes udev's `usb_id` keeps of a name in `ID_VENDOR` or `ID_MODEL`.
+private let udevPlainLimit = 63
+
+/// Writes `bytes` as udev's `usb_id` writes them into `ID_VENDOR` or `ID_MODEL` into `plain` (room for
+/// ``udevPlainLimit`` bytes), and returns their count: the first 63 bytes at most (`udev_replace_whitespace`: outer
+/// whitespace dropped, each inner run written `_`), then every byte that is not kept by the encoding
+/// (``decodedUdevString(_:)``), part of a whole UTF-8 sequence or of `\x` written `_` (`udev_replace_chars`).
+private func writeUdevPlainForm(
+    of bytes: UnsafeBufferPointer<UInt8>, into plain: UnsafeMutableBufferPointer<UInt8>
+) -> Int {
     func isWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
-    var index = bytes.firstIndex { ![0x20, 0x09, 0x0A, 0x0D].contains($0) } ?? bytes.count
-    var plain: [UInt8] = []
+    var index = 0
+    while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == 0x0A || bytes[index] == 0x0D {
+        index += 1
+    }
+    var count = 0
     var inWhitespace = false
-    while plain.count < limit, index < limit, index < bytes.count {
+    while count < udevPlainLimit, index < udevPlainLimit, index < bytes.count {
         let byte = bytes[index]
         index += 1
         if isWhitespace(byte) {
@@ -105,35 +128,39 @@ private func udevPlainForm(_ bytes: [UInt8]) -> [UInt8] {
             continue
         }
         if inWhitespace {
-            if plain.count + 1 >= limit { break }
-            plain.append(UInt8(ascii: "_"))
+            if count + 1 >= udevPlainLimit { break }
+            plain[count] = UInt8(ascii: "_")
+            count += 1
             inWhitespace = false
         }
-        plain.append(byte)
+        plain[count] = byte
+        count += 1
     }
+    let written = UnsafeBufferPointer(rebasing: plain[..<count])
     var position = 0
-    while position < plain.count {
+    while position < count {
         let byte = plain[position]
         if byte < 0x80 && isKeptByUdevEncoding(byte) {
             position += 1
-        } else if byte == UInt8(ascii: "\\"), position + 1 < plain.count, plain[position + 1] == UInt8(ascii: "x") {
+        } else if byte == UInt8(ascii: "\\"), position + 1 < count, plain[position + 1] == UInt8(ascii: "x") {
             position += 2
-        } else if let length = wholeUTF8SequenceLength(plain, at: position), length > 1 {
+        } else if let length = wholeUTF8SequenceLength(written, at: position), length > 1 {
             position += length
         } else {
             plain[position] = UInt8(ascii: "_")
             position += 1
         }
     }
-    return plain
+    return count
 }
 
 /// The length of the UTF-8 sequence starting at `position` when all of it is there (in valid UTF-8 cut anywhere).
-private func wholeUTF8SequenceLength(_ bytes: [UInt8], at position: Int) -> Int? {
+private func wholeUTF8SequenceLength(_ bytes: UnsafeBufferPointer<UInt8>, at position: Int) -> Int? {
     let lead = bytes[position]
     let length = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 0
     guard length > 0, position + length <= bytes.count else { return nil }
-    return bytes[(position + 1)..<(position + length)].allSatisfy { $0 & 0xC0 == 0x80 } ? length : nil
+    for offset in (position + 1)..<(position + length) where bytes[offset] & 0xC0 != 0x80 { return nil }
+    return length
 }
 
 /// Whether udev's `encode_devnode_name` keeps the ASCII `byte` as it is.
