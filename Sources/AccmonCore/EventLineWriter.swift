@@ -82,36 +82,74 @@ package enum EventLineWriter {
     /// A JSON string as JSONEncoder writes it: `"` and `\` escaped, control characters as `\b \t \n \f \r` or
     /// `\u00xx`, everything else (slashes, DEL, non-ASCII) as UTF-8.
     package static func string(_ value: String, into out: inout JSONOutput) {
-        out.append(quote)
-        var value = value  // withUTF8 may make a bridged or lazy string contiguous: on a copy
-        value.withUTF8 { bytes in
-            var runStart = 0
-            for index in bytes.indices {
-                let byte = bytes[index]
-                guard byte < 0x20 || byte == quote || byte == backslash else { continue }
-                out.append(UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
-                escape(byte, into: &out)
-                runStart = index + 1
-            }
-            out.append(UnsafeBufferPointer(rebasing: bytes[runStart...]))
+        let wasContiguous = value.utf8.withContiguousStorageIfAvailable { bytes in
+            escaped(bytes, into: &out)
+            return true
         }
-        out.append(quote)
+        if wasContiguous == nil { Array(value.utf8).withUnsafeBufferPointer { escaped($0, into: &out) } }
     }
 
-    private static func escape(_ byte: UInt8, into out: inout JSONOutput) {
-        out.append(backslash)
-        switch byte {
-        case quote, backslash: out.append(byte)
-        case 0x08: out.append(UInt8(ascii: "b"))
-        case 0x09: out.append(UInt8(ascii: "t"))
-        case 0x0A: out.append(UInt8(ascii: "n"))
-        case 0x0C: out.append(UInt8(ascii: "f"))
-        case 0x0D: out.append(UInt8(ascii: "r"))
-        default:
-            literal("u00", into: &out)
-            out.append(asciiHexDigit(byte >> 4))
-            out.append(asciiHexDigit(byte & 0x0F))
+    /// `bytes` as a JSON string. Room for the worst case (every byte six) is made first, then the bytes are copied in
+    /// runs between those that need escaping, found eight at a time: an event line is mostly such strings.
+    private static func escaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout JSONOutput) {
+        out.append(maximumCount: 2 + 6 * bytes.count) { start in
+            var cursor = start
+            cursor.pointee = quote
+            cursor += 1
+            var runStart = 0
+            var index = 0
+            while index < bytes.count {
+                if index + 8 <= bytes.count,
+                    !mayNeedEscaping(UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self))
+                {
+                    index += 8
+                    continue
+                }
+                let byte = bytes[index]
+                if byte < 0x20 || byte == quote || byte == backslash {
+                    cursor.update(from: bytes.baseAddress! + runStart, count: index - runStart)
+                    cursor += index - runStart
+                    cursor = escape(byte, at: cursor)
+                    runStart = index + 1
+                }
+                index += 1
+            }
+            cursor.update(from: bytes.baseAddress! + runStart, count: bytes.count - runStart)
+            cursor += bytes.count - runStart
+            cursor.pointee = quote
+            return cursor + 1 - start
         }
+    }
+
+    /// Whether any of the eight bytes of `word` may be a control character, `"` or `\` (never false when one is).
+    private static func mayNeedEscaping(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        // A byte below n sets its high bit in (word - n) where the byte's own high bit is clear.
+        func hasByteBelow(_ limit: UInt64, _ word: UInt64) -> Bool { (word &- ones &* limit) & ~word & highBits != 0 }
+        return hasByteBelow(0x20, word) || hasByteBelow(1, word ^ (ones &* UInt64(quote)))
+            || hasByteBelow(1, word ^ (ones &* UInt64(backslash)))
+    }
+
+    /// Writes the escape of `byte` at `cursor`; returns the position after it.
+    private static func escape(_ byte: UInt8, at cursor: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<UInt8> {
+        cursor[0] = backslash
+        switch byte {
+        case quote, backslash: cursor[1] = byte
+        case 0x08: cursor[1] = UInt8(ascii: "b")
+        case 0x09: cursor[1] = UInt8(ascii: "t")
+        case 0x0A: cursor[1] = UInt8(ascii: "n")
+        case 0x0C: cursor[1] = UInt8(ascii: "f")
+        case 0x0D: cursor[1] = UInt8(ascii: "r")
+        default:
+            cursor[1] = UInt8(ascii: "u")
+            cursor[2] = UInt8(ascii: "0")
+            cursor[3] = UInt8(ascii: "0")
+            cursor[4] = asciiHexDigit(byte >> 4)
+            cursor[5] = asciiHexDigit(byte & 0x0F)
+            return cursor + 6
+        }
+        return cursor + 2
     }
 
     /// A decimal number, without an intermediate string.

@@ -43,6 +43,13 @@ package struct JSONOutput: ~Copyable {
         text.withUTF8 { append($0) }
     }
 
+    /// Makes room for `maximumCount` bytes and lets `write` write them from the pointer it is given; `write` returns
+    /// how many it wrote.
+    package mutating func append(maximumCount: Int, _ write: (UnsafeMutablePointer<UInt8>) -> Int) {
+        reserve(maximumCount)
+        count += write(base + count)
+    }
+
     /// Makes room for `extra` more bytes.
     private mutating func reserve(_ extra: Int) {
         guard count + extra > capacity else { return }
