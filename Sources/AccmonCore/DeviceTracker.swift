@@ -70,8 +70,12 @@ public struct DeviceTracker: Sendable {
             }
         }
         // Accessories at or under the removed path, and HID accessories left without a node.
-        for key in attached.keys.sorted()
-        where key == syspath || key.hasPrefix(below) || (attached[key]?.kind == .bluetoothHID && hidNodes[key] == nil) {
+        // Only the keys that go are sorted (in key order, as before): not every attached key on every remove.
+        let gone = attached.compactMap { key, accessory in
+            key == syspath || key.hasPrefix(below) || (accessory.kind == .bluetoothHID && hidNodes[key] == nil)
+                ? key : nil
+        }
+        for key in gone.sorted() {
             attached[key] = nil
             hidNodes[key] = nil
             events.append(.detached(key: key))
