@@ -99,9 +99,7 @@ package enum EventLineWriter {
             var runStart = 0
             var index = 0
             while index < bytes.count {
-                if index + 8 <= bytes.count,
-                    !mayNeedEscaping(UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self))
-                {
+                if index + 8 <= bytes.count, !ByteScan.hasJSONSpecial(ByteScan.word(bytes, at: index)) {
                     index += 8
                     continue
                 }
@@ -119,16 +117,6 @@ package enum EventLineWriter {
             cursor.pointee = quote
             return cursor + 1 - start
         }
-    }
-
-    /// Whether any of the eight bytes of `word` may be a control character, `"` or `\` (never false when one is).
-    private static func mayNeedEscaping(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        // A byte below n sets its high bit in (word - n) where the byte's own high bit is clear.
-        func hasByteBelow(_ limit: UInt64, _ word: UInt64) -> Bool { (word &- ones &* limit) & ~word & highBits != 0 }
-        return hasByteBelow(0x20, word) || hasByteBelow(1, word ^ (ones &* UInt64(quote)))
-            || hasByteBelow(1, word ^ (ones &* UInt64(backslash)))
     }
 
     /// Writes the escape of `byte` at `cursor`; returns the position after it.

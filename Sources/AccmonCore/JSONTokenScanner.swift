@@ -17,8 +17,17 @@ enum JSONTokenScanner {
         guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return nil }
         position += 1
         let start = position
-        var union: UInt8 = 0  // of the bytes, to tell ASCII text, which needs no validation
-        // Most strings have no escape: find the closing quote, and make the string from the bytes in place.
+        // Most strings have no escape: find the closing quote, and make the string from the bytes in place. Eight
+        // bytes at a time up to the word that holds the quote (or an escape).
+        var words: UInt64 = 0
+        while position + 8 <= bytes.count {
+            let word = ByteScan.word(bytes, at: position)
+            if ByteScan.hasJSONSpecial(word) { break }
+            words |= word
+            position += 8
+        }
+        // Of the bytes, to tell ASCII text, which needs no validation.
+        var union: UInt8 = ByteScan.hasNonASCII(words) ? 0x80 : 0
         while position < bytes.count {
             let byte = bytes[position]
             switch byte {

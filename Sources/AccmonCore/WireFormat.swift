@@ -45,25 +45,27 @@ public struct LineFramer: Sendable {
 
     private mutating func append(contiguous bytes: UnsafeBufferPointer<UInt8>) -> [Item] {
         var items: [Item] = []
-        var start = bytes.startIndex
-        while start != bytes.endIndex {
-            let newline = bytes[start...].firstIndex(of: 0x0A)
-            let chunk = bytes[start..<(newline ?? bytes.endIndex)]
+        var start = 0
+        while start != bytes.count {
+            let newline = ByteScan.firstIndex(of: 0x0A, in: bytes, from: start)
+            let chunk = UnsafeBufferPointer(rebasing: bytes[start..<(newline ?? bytes.count)])
             if discarding {
                 if newline != nil { discarding = false }
             } else if pending.count + chunk.count > limit {
                 pending.removeAll(keepingCapacity: false)
                 items.append(.overlong)
                 discarding = newline == nil
+            } else if newline != nil && pending.isEmpty {
+                items.append(.line(Array(chunk)))  // the usual case, a whole line in one read: copied once
             } else {
                 pending.append(contentsOf: chunk)
                 if newline != nil {
                     items.append(.line(pending))
-                    pending.removeAll(keepingCapacity: true)
+                    pending = []
                 }
             }
             guard let newline else { break }
-            start = bytes.index(after: newline)
+            start = newline + 1
         }
         return items
     }

@@ -1,0 +1,44 @@
+/// Tests on eight bytes at once (one `UInt64` word), for the scans that the hand-written line readers and writers
+/// make over every byte they handle: newlines when framing, the end of a JSON string, the bytes JSON escapes.
+///
+/// Each test is exact about whether the word holds such a byte, not about where.
+enum ByteScan {
+    private static let ones: UInt64 = 0x0101_0101_0101_0101
+    private static let highBits: UInt64 = 0x8080_8080_8080_8080
+
+    /// The eight bytes at `offset` (which must leave eight bytes in `bytes`).
+    static func word(_ bytes: UnsafeBufferPointer<UInt8>, at offset: Int) -> UInt64 {
+        UnsafeRawPointer(bytes.baseAddress! + offset).loadUnaligned(as: UInt64.self)
+    }
+
+    /// Whether a byte of `word` is below `limit`, which is at most 0x80.
+    static func hasByte(below limit: UInt8, in word: UInt64) -> Bool {
+        // A byte below the limit borrows into its own high bit, which it did not have.
+        (word &- ones &* UInt64(limit)) & ~word & highBits != 0
+    }
+
+    /// Whether a byte of `word` is `byte`.
+    static func hasByte(_ byte: UInt8, in word: UInt64) -> Bool {
+        hasByte(below: 1, in: word ^ (ones &* UInt64(byte)))
+    }
+
+    /// Whether a byte of `word` is one that ends or escapes a JSON string's run of plain bytes: a control character,
+    /// `"` or `\`.
+    static func hasJSONSpecial(_ word: UInt64) -> Bool {
+        hasByte(below: 0x20, in: word) || hasByte(UInt8(ascii: "\""), in: word) || hasByte(UInt8(ascii: "\\"), in: word)
+    }
+
+    /// Whether a byte of `word` is not ASCII.
+    static func hasNonASCII(_ word: UInt64) -> Bool { word & highBits != 0 }
+
+    /// The index of the first `byte` in `bytes` at or after `start`.
+    static func firstIndex(of byte: UInt8, in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        var position = start
+        while position + 8 <= bytes.count, !hasByte(byte, in: word(bytes, at: position)) { position += 8 }
+        while position < bytes.count {
+            if bytes[position] == byte { return position }
+            position += 1
+        }
+        return nil
+    }
+}
