@@ -56,8 +56,9 @@ public struct UdevMonitorMessage: Sendable, Hashable {
         self.properties = properties
     }
 
-    /// The actions libudev knows; a message with another is dropped.
-    public static let actions: Set<String> = ["add", "remove", "change", "move", "online", "offline", "bind", "unbind"]
+    /// The actions libudev knows; a message with another is dropped. (Eight short strings: a linear search costs less
+    /// than hashing one.)
+    public static let actions = ["add", "remove", "change", "move", "online", "offline", "bind", "unbind"]
     /// The header's size, and the least offset of the properties that accmond accepts.
     public static let headerSize = 40
     /// `0xfeedcafe`, in network byte order in the header.

@@ -232,7 +232,8 @@ public final class UdevMonitor {
     /// Large enough for any message udevd sends (its properties are a few KiB at most); a longer one is reported.
     private static let bufferBytes = 65_536
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferBytes, alignment: 8)
-    private let subsystems: Set<String>
+    /// A handful: a linear search of short strings costs less than hashing one.
+    private let subsystems: [String]
 
     /// Creates a monitor filtered by subsystem (in the kernel-side filter, and again on each message) and starts
     /// receiving.
@@ -245,7 +246,7 @@ public final class UdevMonitor {
             throw UdevError(operation: "udev_monitor_new_from_netlink", object: "udev", errno: .current)
         }
         self.pointer = pointer
-        self.subsystems = Set(subsystems)
+        self.subsystems = subsystems
         for subsystem in subsystems {
             let result = udev_monitor_filter_add_match_subsystem_devtype(pointer, subsystem, nil)
             if result < 0 {
