@@ -88,9 +88,9 @@ public final class UdevDevice {
 
     /// `record` with the sysfs attributes and ancestors that `needs` asks for.
     private static func record(
-        _ record: DeviceRecord, completedWith needs: DeviceClassifier.RecordNeeds, ancestorsOf device: UdevDevice?
+        _ record: consuming DeviceRecord, completedWith needs: DeviceClassifier.RecordNeeds,
+        ancestorsOf device: UdevDevice?
     ) -> DeviceRecord {
-        var record = record
         if needs.attributes, let directory = SysfsDirectory(record.syspath) {
             record.attributes = directory.usbDeviceAttributes(record.properties)
             record.descriptorsSHA256 = directory.descriptorsHash()
