@@ -391,10 +391,11 @@ final class Broker {
             guard let simulated = simulatedSource(replyingTo: session, id: id) else { return }
             var accessory = accessory
             if accessory.accessoryID.isEmpty { accessory.accessoryID = accessory.derivedAccessoryID }
-            let (key, report) = simulated.connect(accessory)
+            let report = simulated.connect(accessory)
             publishSourceEvents()  // what other sources reported first
-            apply(report)
-            reply(to: session, .ok(id: id, connectionID: registry.accessory(under: key)?.connectionID))
+            // A simulated device's key is new: its report is one connect, which gives the connection id.
+            let connected = apply(report).last { $0.change == .connect }
+            reply(to: session, .ok(id: id, connectionID: connected?.accessory.connectionID))
         case .simulateDisconnect(let connectionID):
             guard requireAdmin(session, id: id, for: "simulate") else { return }
             guard let simulated = simulatedSource(replyingTo: session, id: id) else { return }
@@ -582,8 +583,9 @@ final class Broker {
         loopDrivenReports.removeAll(keepingCapacity: true)
     }
 
-    /// Applies one source report to the registry and publishes the events that result.
-    private func apply(_ report: SourceEvent) {
+    /// Applies one source report to the registry and publishes the events that result, which it returns.
+    @discardableResult
+    private func apply(_ report: SourceEvent) -> [AccessoryEvent] {
         let events: [AccessoryEvent]
         switch report {
         case .attached(let key, let accessory): events = registry.attach(key: key, accessory)
@@ -594,6 +596,7 @@ final class Broker {
             reserveNumbers()
             publish(event)
         }
+        return events
     }
 
     private func publish(_ event: AccessoryEvent) {

@@ -65,15 +65,15 @@ public final class SimulatedEventSource: EventSource {
 
     public func stop() {}
 
-    /// Plugs in `accessory`: its source key, and the report for the broker to apply at once. Only `simulate`
+    /// Plugs in `accessory` under a new source key: the report for the broker to apply at once. Only `simulate`
     /// requests drive this source, on the broker loop's thread, so the report needs no hand-over (and no wake-up)
     /// through the sink.
-    public func connect(_ accessory: Accessory) -> (key: String, report: SourceEvent) {
+    public func connect(_ accessory: Accessory) -> SourceEvent {
         let key = nextKey.withLock { next in
             defer { next += 1 }
             return "\(Self.keyPrefix)\(next)"
         }
-        return (key, .attached(key: key, accessory))
+        return .attached(key: key, accessory)
     }
 
     /// Unplugs the device under `key`: the report for the broker to apply at once.
