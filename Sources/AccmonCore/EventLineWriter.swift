@@ -92,6 +92,11 @@ package enum EventLineWriter {
     /// `bytes` as a JSON string. Room for the worst case (every byte six) is made first, then the bytes are copied in
     /// runs between those that need escaping, found eight at a time: an event line is mostly such strings.
     private static func escaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout JSONOutput) {
+        guard let base = bytes.baseAddress else {  // empty, without storage
+            out.append(quote)
+            out.append(quote)
+            return
+        }
         out.append(maximumCount: 2 + 6 * bytes.count) { start in
             var cursor = start
             cursor.pointee = quote
@@ -105,14 +110,14 @@ package enum EventLineWriter {
                 }
                 let byte = bytes[index]
                 if byte < 0x20 || byte == quote || byte == backslash {
-                    cursor.update(from: bytes.baseAddress! + runStart, count: index - runStart)
+                    cursor.update(from: base + runStart, count: index - runStart)
                     cursor += index - runStart
                     cursor = escape(byte, at: cursor)
                     runStart = index + 1
                 }
                 index += 1
             }
-            cursor.update(from: bytes.baseAddress! + runStart, count: bytes.count - runStart)
+            cursor.update(from: base + runStart, count: bytes.count - runStart)
             cursor += bytes.count - runStart
             cursor.pointee = quote
             return cursor + 1 - start
