@@ -42,11 +42,12 @@ public enum SHA256 {
     ) throws(CryptoError) {
         let algorithm = try SHA256Algorithm.shared.get()
         var length: UInt32 = 0
-        let digestOf = { (input: UnsafeRawBufferPointer) in
+        func digest(of input: UnsafeRawBufferPointer) -> Int32 {
             EVP_Digest(input.baseAddress, input.count, output.baseAddress, &length, algorithm, nil)
         }
-        let result = bytes.withContiguousStorageIfAvailable { digestOf(UnsafeRawBufferPointer($0)) }
-            ?? Array(bytes).withUnsafeBytes(digestOf)
+        let result =
+            bytes.withContiguousStorageIfAvailable { digest(of: UnsafeRawBufferPointer($0)) }
+            ?? Array(bytes).withUnsafeBytes { digest(of: $0) }
         guard result == 1, length == UInt32(digestLength) else {
             throw CryptoError(operation: "EVP_Digest(SHA-256)", openSSLError: ERR_get_error())
         }
