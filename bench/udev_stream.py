@@ -336,12 +336,17 @@ try:
                 stop_receiver(process)
                 for name, (_, _, listener) in receivers.items():
                     latencies = [(t - sent[i][listener]) / 1000 for i, t in received[name].items()]
+                    # Even events are adds (accmond reads the device's attribute files), odd ones removes.
+                    by_action = {action: [(t - sent[i][listener]) / 1000 for i, t in received[name].items()
+                                          if i % 2 == parity] for action, parity in (("add", 0), ("remove", 1))}
                     record = {"bench": "latency", "tool": name, "repeat": repeat, "events": options.latency_events,
                               "interval_us": options.interval_us, "received": len(latencies),
                               "lost": options.latency_events - len(latencies),
                               "p50_us": round(percentile(latencies, 0.50), 1),
                               "p95_us": round(percentile(latencies, 0.95), 1),
-                              "p99_us": round(percentile(latencies, 0.99), 1), "max_us": round(max(latencies), 1)}
+                              "p99_us": round(percentile(latencies, 0.99), 1), "max_us": round(max(latencies), 1),
+                              "p50_add_us": round(percentile(by_action["add"], 0.50), 1),
+                              "p50_remove_us": round(percentile(by_action["remove"], 0.50), 1)}
                     if name == "udevadm-monitor":
                         record["alongside"] = receiver
                         record["cpu_us_per_event"] = round(cpu["udevadm"] / 1000 / options.latency_events, 1)
