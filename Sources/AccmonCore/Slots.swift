@@ -12,10 +12,11 @@ public struct Slots<Key: SlotKey>: Sendable, Hashable, ExpressibleByDictionaryLi
     @usableFromInline var values: [String?] = []
 
     /// No values.
-    public init() {}
+    @inlinable public init() {}
 
-    /// The given values.
-    public init(dictionaryLiteral elements: (Key, String)...) {
+    /// The given values. (Inlinable, as the subscript: `[:]` is on every udev event's path, and an unspecialized
+    /// generic call from another module cost some 500 instructions.)
+    @inlinable public init(dictionaryLiteral elements: (Key, String)...) {
         for (key, value) in elements { self[key] = value }
     }
 
