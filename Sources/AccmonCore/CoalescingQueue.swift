@@ -9,54 +9,66 @@
 /// So for each accessory the queue holds at most the disconnect of the connection the client last saw and the
 /// connect of the current one: at most 2 × the number of distinct accessories, in the events' original order.
 /// `Payload` travels with each event (the broker keeps the event's encoded line there, encoded once).
+///
+/// Its operations are inlinable, so that the daemon's module specializes them for its payload: unspecialized, a
+/// generic call from another module cost thousands of instructions, and a storm enqueues each event once per
+/// suspended client.
 public struct CoalescingQueue<Payload: Sendable>: Sendable {
     /// One queued event and its payload.
     public struct Entry: Sendable {
         public var event: AccessoryEvent
         public var payload: Payload
+
+        @inlinable init(event: AccessoryEvent, payload: Payload) {
+            self.event = event
+            self.payload = payload
+        }
     }
 
-    private var entries: [Entry?] = []
-    private var head = 0
+    @usableFromInline var entries: [Entry?] = []
+    @usableFromInline var head = 0
     /// Where the queued connect of each connection the client has not seen sits.
-    private var unseenConnects: [ConnectionID: Int] = [:]
+    @usableFromInline var unseenConnects: [ConnectionID: Int] = [:]
     /// Entries queued and not cancelled.
-    public private(set) var count = 0
+    @usableFromInline var liveCount = 0
 
     /// Creates an empty queue.
-    public init() {}
+    @inlinable public init() {}
+
+    /// Entries queued and not cancelled.
+    @inlinable public var count: Int { liveCount }
 
     /// Whether nothing is queued.
-    public var isEmpty: Bool { count == 0 }
+    @inlinable public var isEmpty: Bool { liveCount == 0 }
 
     /// Queues `event`, cancelling it against the connect it undoes.
-    public mutating func enqueue(_ event: AccessoryEvent, payload: Payload) {
+    @inlinable public mutating func enqueue(_ event: AccessoryEvent, payload: Payload) {
         let connection = event.accessory.connectionID
         switch event.change {
         case .connect:
             unseenConnects[connection] = entries.count
             entries.append(Entry(event: event, payload: payload))
-            count += 1
+            liveCount += 1
         case .disconnect:
             if let index = unseenConnects.removeValue(forKey: connection) {
                 entries[index] = nil
-                count -= 1
+                liveCount -= 1
                 compactIfSparse()
             } else {
                 entries.append(Entry(event: event, payload: payload))
-                count += 1
+                liveCount += 1
             }
         }
     }
 
     /// Removes and returns the oldest entry.
-    public mutating func popFirst() -> Entry? {
+    @inlinable public mutating func popFirst() -> Entry? {
         while head < entries.count {
             let entry = entries[head]
             entries[head] = nil
             head += 1
             if let entry {
-                count -= 1
+                liveCount -= 1
                 if entry.event.change == .connect { unseenConnects[entry.event.accessory.connectionID] = nil }
                 if head == entries.count { reset() }
                 return entry
@@ -67,10 +79,9 @@ public struct CoalescingQueue<Payload: Sendable>: Sendable {
     }
 
     /// The oldest entry, left in place.
-    public var first: Entry? {
-        // A plain loop, and at once when empty: the broker asks at every flush of every live session, and the lazy
-        // sequences' generic machinery, not specialized across modules, cost some 10,000 instructions per call.
-        guard count > 0 else { return nil }
+    @inlinable public var first: Entry? {
+        // A plain loop, and at once when empty: the broker asks at every flush of every live session.
+        guard liveCount > 0 else { return nil }
         for index in head..<entries.count {
             if let entry = entries[index] { return entry }
         }
@@ -78,7 +89,7 @@ public struct CoalescingQueue<Payload: Sendable>: Sendable {
     }
 
     /// Removes every entry; returns them oldest first.
-    public mutating func removeAll() -> [Entry] {
+    @inlinable public mutating func removeAll() -> [Entry] {
         let all = entries[head...].compactMap { $0 }
         reset()
         return all
@@ -90,17 +101,17 @@ public struct CoalescingQueue<Payload: Sendable>: Sendable {
     /// The queued events, oldest first.
     public var events: [AccessoryEvent] { entries[head...].compactMap { $0?.event } }
 
-    private mutating func reset() {
+    @inlinable mutating func reset() {
         entries.removeAll(keepingCapacity: true)
         unseenConnects.removeAll(keepingCapacity: true)
         head = 0
-        count = 0
+        liveCount = 0
     }
 
     /// Keeps storage proportional to the live entries: cancelled slots are squeezed out once they are the majority.
-    private mutating func compactIfSparse() {
+    @inlinable mutating func compactIfSparse() {
         let slots = entries.count - head
-        guard slots > 64, count * 2 < slots else { return }
+        guard slots > 64, liveCount * 2 < slots else { return }
         let live = entries[head...].compactMap { $0 }
         entries = live.map { Optional($0) }
         head = 0
