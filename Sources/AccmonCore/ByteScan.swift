@@ -1,25 +1,42 @@
-/// Tests on eight bytes at once (one `UInt64` word), for the scans that the hand-written line readers and writers
-/// make over every byte they handle: newlines when framing, the end of a JSON string, the bytes JSON escapes.
+/// Tests on eight bytes at once (one `UInt64` word), for the scans that the hand-written readers and writers make over
+/// every byte they handle: newlines when framing, the end of a JSON string, the bytes JSON escapes, the end of a udev
+/// message's entry.
 ///
-/// Each test is exact about whether the word holds such a byte, not about where.
+/// Each test is exact about whether the word holds such a byte; the flags also tell where the first one is (the
+/// lowest flagged byte; a byte after it may be flagged too, never one before).
 enum ByteScan {
     private static let ones: UInt64 = 0x0101_0101_0101_0101
     private static let highBits: UInt64 = 0x8080_8080_8080_8080
 
-    /// The eight bytes at `offset` (which must leave eight bytes in `bytes`).
+    /// The eight bytes at `offset` (which must leave eight bytes in `bytes`), the first in the lowest byte.
     static func word(_ bytes: UnsafeBufferPointer<UInt8>, at offset: Int) -> UInt64 {
-        UnsafeRawPointer(bytes.baseAddress! + offset).loadUnaligned(as: UInt64.self)
+        word(UnsafeRawBufferPointer(bytes), at: offset)
+    }
+
+    /// The eight bytes at `offset` (which must leave eight bytes in `bytes`), the first in the lowest byte.
+    static func word(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> UInt64 {
+        UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+    }
+
+    /// The high bit of each byte of `word` below `limit`, which is at most 0x80 (see the type's note on where).
+    static func flags(ofBytesBelow limit: UInt8, in word: UInt64) -> UInt64 {
+        // A byte below the limit borrows into its own high bit, which it did not have.
+        (word &- ones &* UInt64(limit)) & ~word & highBits
+    }
+
+    /// The high bit of each byte of `word` that is `byte` (see the type's note on where).
+    static func flags(ofByte byte: UInt8, in word: UInt64) -> UInt64 {
+        flags(ofBytesBelow: 1, in: word ^ (ones &* UInt64(byte)))
     }
 
     /// Whether a byte of `word` is below `limit`, which is at most 0x80.
     static func hasByte(below limit: UInt8, in word: UInt64) -> Bool {
-        // A byte below the limit borrows into its own high bit, which it did not have.
-        (word &- ones &* UInt64(limit)) & ~word & highBits != 0
+        flags(ofBytesBelow: limit, in: word) != 0
     }
 
     /// Whether a byte of `word` is `byte`.
     static func hasByte(_ byte: UInt8, in word: UInt64) -> Bool {
-        hasByte(below: 1, in: word ^ (ones &* UInt64(byte)))
+        flags(ofByte: byte, in: word) != 0
     }
 
     /// Whether a byte of `word` is one that ends or escapes a JSON string's run of plain bytes: a control character,

@@ -207,8 +207,12 @@ public struct UdevMonitorMessage: Sendable, Hashable {
         var lineBreak: Int?
         var position = start
         while position + 8 <= bytes.count {
-            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
-            let stops = zeroBytes(word) | (lineBreak == nil ? zeroBytes(word ^ lineFeeds) | zeroBytes(word ^ returns) : 0)
+            let word = ByteScan.word(bytes, at: position)
+            let stops =
+                ByteScan.flags(ofByte: 0, in: word)
+                | (lineBreak == nil
+                    ? ByteScan.flags(ofByte: UInt8(ascii: "\n"), in: word)
+                        | ByteScan.flags(ofByte: UInt8(ascii: "\r"), in: word) : 0)
             if stops == 0 {
                 position += 8
                 continue
@@ -233,15 +237,6 @@ public struct UdevMonitorMessage: Sendable, Hashable {
             position += 1
         }
         return nil
-    }
-
-    private static let lineFeeds: UInt64 = 0x0A0A_0A0A_0A0A_0A0A
-    private static let returns: UInt64 = 0x0D0D_0D0D_0D0D_0D0D
-
-    /// The high bit set in each byte of the result where `word` has a zero byte (and possibly in bytes above the
-    /// first zero byte, never below it).
-    private static func zeroBytes(_ word: UInt64) -> UInt64 {
-        (word &- 0x0101_0101_0101_0101) & ~word & 0x8080_8080_8080_8080
     }
 
     /// A number as libudev reads `SEQNUM` (C's `strtoull` with base 0, whole text): leading white space, an optional

@@ -26,6 +26,14 @@ import Testing
                 ByteScan.hasJSONSpecial(word)
                     == bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
             #expect(ByteScan.hasNonASCII(word) == bytes.contains { $0 >= 0x80 })
+            // The lowest flag marks the first such byte.
+            func firstFlagged(_ flags: UInt64) -> Int? { flags == 0 ? nil : flags.trailingZeroBitCount / 8 }
+            #expect(
+                firstFlagged(ByteScan.flags(ofBytesBelow: limit, in: word)) == bytes.firstIndex { $0 < limit },
+                "\(bytes) < \(limit)")
+            #expect(
+                firstFlagged(ByteScan.flags(ofByte: target, in: word)) == bytes.firstIndex(of: target),
+                "\(bytes) has \(target)")
         }
     }
 
