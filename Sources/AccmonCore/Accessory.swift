@@ -40,9 +40,9 @@ public struct ConnectionID: RawRepresentable, Codable, Sendable, Hashable, Compa
 ///
 /// Every field but ``kind``, ``accessoryID`` and ``connectionID`` may be empty when the device does not report it.
 ///
-/// A value type whose fields live in one shared, copy-on-write box: an accessory is copied at every step from udev
-/// to the subscribers (registry, authentication, events, preserved sessions), and copying seventeen fields cost
-/// more retains and releases than any other work per event.
+/// A value type whose fields (all but the connection id) live in one shared, copy-on-write box: an accessory is
+/// copied at every step from udev to the subscribers (registry, authentication, events, preserved sessions), and
+/// copying seventeen fields cost more retains and releases than any other work per event.
 public struct Accessory: Codable, Sendable, Hashable, CustomReflectable {
     private var box: Box
 
@@ -56,11 +56,10 @@ public struct Accessory: Codable, Sendable, Hashable, CustomReflectable {
         get { box.fields.accessoryID }
         set { uniqueFields.accessoryID = newValue }
     }
-    /// This connection's identifier, assigned by the daemon when the accessory connects.
-    public var connectionID: ConnectionID {
-        get { box.fields.connectionID }
-        set { uniqueFields.connectionID = newValue }
-    }
+    /// This connection's identifier, assigned by the daemon when the accessory connects. Kept beside the box: the
+    /// registry sets it on every accessory that connects, which would otherwise copy the box of one still shared with
+    /// the report it came in.
+    public var connectionID: ConnectionID
     /// The accessory's display name (USB product string, Bluetooth name).
     public var name: String {
         get { box.fields.name }
@@ -144,11 +143,12 @@ public struct Accessory: Codable, Sendable, Hashable, CustomReflectable {
     ) {
         box = Box(
             Fields(
-                kind: kind, accessoryID: "", connectionID: connectionID, name: name, manufacturer: manufacturer,
+                kind: kind, accessoryID: "", name: name, manufacturer: manufacturer,
                 modelNumber: modelNumber, serialNumber: serialNumber, firmwareRevision: firmwareRevision,
                 hardwareRevision: hardwareRevision, vendorID: vendorID, productID: productID,
                 protocolStrings: protocolStrings, deviceNodes: deviceNodes, sysfsPath: sysfsPath, portPath: portPath,
                 interfaceNumber: interfaceNumber, descriptorsSHA256: descriptorsSHA256))
+        self.connectionID = connectionID
         box.fields.accessoryID = accessoryID ?? derivedAccessoryID
     }
 
@@ -169,14 +169,19 @@ public struct Accessory: Codable, Sendable, Hashable, CustomReflectable {
     }
 
     public static func == (lhs: Accessory, rhs: Accessory) -> Bool {
-        lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
+        lhs.connectionID == rhs.connectionID && (lhs.box === rhs.box || lhs.box.fields == rhs.box.fields)
     }
 
-    public func hash(into hasher: inout Hasher) { box.fields.hash(into: &hasher) }
+    public func hash(into hasher: inout Hasher) {
+        box.fields.hash(into: &hasher)
+        hasher.combine(connectionID)
+    }
 
     /// The fields, as the stored properties of a plain struct would show (in `print`, `dump` and test failures).
     public var customMirror: Mirror {
-        Mirror(self, children: Mirror(reflecting: box.fields).children, displayStyle: .struct)
+        var children = Array(Mirror(reflecting: box.fields).children)
+        children.insert((label: "connectionID", value: connectionID), at: 2)
+        return Mirror(self, children: children, displayStyle: .struct)
     }
 
     /// The fields, for writing: the box is copied first when another accessory shares it.
@@ -191,7 +196,6 @@ public struct Accessory: Codable, Sendable, Hashable, CustomReflectable {
     private struct Fields: Hashable {
         var kind: AccessoryKind
         var accessoryID: String
-        var connectionID: ConnectionID
         var name: String
         var manufacturer: String
         var modelNumber: String
