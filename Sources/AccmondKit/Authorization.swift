@@ -116,12 +116,16 @@ extension Authentication {
     /// The accessory as clients see it: when allowed, the entry's protocol strings, then any the source reported
     /// (a simulated accessory's); when rejected, none.
     func announced(_ accessory: Accessory) -> Accessory {
+        let protocolStrings =
+            if case .allowed(_, let protocols, _) = self {
+                protocols + accessory.protocolStrings.filter { !protocols.contains($0) }
+            } else {
+                [String]()
+            }
+        // Unchanged (an entry without protocols, a device that reports none): the accessory's storage stays shared.
+        guard protocolStrings != accessory.protocolStrings else { return accessory }
         var announced = accessory
-        if case .allowed(_, let protocols, _) = self {
-            announced.protocolStrings = protocols + accessory.protocolStrings.filter { !protocols.contains($0) }
-        } else {
-            announced.protocolStrings = []
-        }
+        announced.protocolStrings = protocolStrings
         return announced
     }
 

@@ -107,6 +107,48 @@ import Testing
         #expect(!clients.isEmpty && clients.allSatisfy { ($0["uid"] as? NSNumber)?.intValue == 65534 }, "\(status)")
     }
 
+    /// An allowed accessory carries its entry's protocol strings, then those it reported that the entry lacks; a
+    /// rejected one carries none: in events and in snapshots alike.
+    @Test func accessoriesCarryTheirEntrysProtocolStrings() async throws {
+        let setup = try await Setup(
+            manifest: #"""
+                {"version": 1, "accessories": [
+                  {"name": "bench", "match": {"id": "1209:*"}, "protocols": ["com.example.a", "com.example.b"]}]}
+                """#)
+        let watch = try ChildProcess(
+            try Binaries.accmon, ["--socket", setup.socketPath, "watch", "--json", "--all"], name: "watch",
+            directory: setup.directory)
+        #expect(await eventually { watch.stdout.contains("\"snapshot\"") })
+        for arguments in [
+            ["--vendor", "1209", "--product", "0001", "--protocol", "com.example.b", "--protocol", "com.example.own"],
+            ["--vendor", "1209", "--product", "0002"],
+            ["--vendor", "dead", "--product", "0003", "--protocol", "com.example.own"],
+        ] {
+            let plugged = try await setup.accmon(["simulate", "connect", "--kind", "usb"] + arguments, asNobody: false)
+            #expect(plugged.termination == .exited(0), "\(plugged)")
+        }
+        let expected = [
+            "0001": ["com.example.a", "com.example.b", "com.example.own"], "0002": ["com.example.a", "com.example.b"],
+            "0003": [],
+        ]
+        /// Each accessory's protocol strings by product id.
+        func protocolStrings(_ accessories: [[String: Any]]) -> [String: [String]] {
+            Dictionary(
+                accessories.map { ($0["productID"] as? String ?? "?", $0["protocolStrings"] as? [String] ?? ["?"]) },
+                uniquingKeysWith: { first, _ in first })
+        }
+        func announced() -> [String: [String]] {
+            protocolStrings(
+                watch.stdout.split(separator: "\n").compactMap { jsonObject(String($0)) }
+                    .filter { $0["type"] as? String == "connect" }.compactMap { $0["accessory"] as? [String: Any] })
+        }
+        #expect(await eventually { announced().count == 3 }, "\(watch.stdout)")
+        #expect(announced() == expected, "\(watch.stdout)")
+        let listed = try await setup.accmon(["list", "--json", "--all"], asNobody: false)
+        let snapshot = jsonObject(listed.stdout)?["accessories"] as? [[String: Any]] ?? []
+        #expect(protocolStrings(snapshot) == expected, "\(listed)")
+    }
+
     @Test func rejectedAccessoriesAreLoggedAndShownToAdminsOnly() async throws {
         let setup = try await Setup(
             manifest: #"{"version": 1, "accessories": [{"name": "ftdi", "match": {"id": "0403:*"}}]}"#)
