@@ -130,6 +130,12 @@ public struct ProtocolCodec {
     ///
     /// - Throws: `invalid-field` when a vendor or product id is not empty and not 1 to 4 hex digits.
     static func normalizeSimulatedAccessory(_ accessory: inout Accessory) throws(ProtocolError) {
+        // The usual case: sent normalised.
+        if AccessoryFilter.isNormalizedHexID(accessory.vendorID),
+            AccessoryFilter.isNormalizedHexID(accessory.productID)
+        {
+            return
+        }
         func checkHexID(_ field: String, _ value: String) throws(ProtocolError) {
             guard value.isEmpty || AccessoryFilter.isHexID(value) else {
                 throw ProtocolError(
