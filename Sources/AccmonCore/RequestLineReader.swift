@@ -83,44 +83,51 @@ private struct Cursor {
             default: return cursor.skipValue()
             }
         }
-        guard isObject, let type else { return nil }
-        let request: ClientRequest
-        switch type {
-        case "hello":
-            guard let versions else { return nil }
-            request = .hello(versions: versions, clientName: client ?? "", restoreID: restoreID)
-        case "subscribe", "list":
+        guard isObject, var type else { return nil }
+        func validFilter() -> AccessoryFilter? {
             let filter = filter ?? .all
-            guard filter.validationProblem() == nil else { return nil }
-            let includeRejected = includeRejected ?? false
-            request =
-                type == "list"
-                ? .list(filter, includeRejected: includeRejected) : .subscribe(filter, includeRejected: includeRejected)
-        case "unsubscribe": request = .unsubscribe
-        case "ack":
-            guard let sequence else { return nil }
-            request = .acknowledge(sequence)
-        case "suspend": request = .suspend
-        case "resume": request = .resume
-        case "reload": request = .reloadManifest
-        case "status": request = .status
-        case "simulate":
-            switch action {
-            case "connect":
-                guard var accessory else { return nil }
-                do {
-                    try ProtocolCodec.normalizeSimulatedAccessory(&accessory)
-                } catch {
-                    return nil  // an id that is not hex, which the JSONDecoder path reports
+            return filter.validationProblem() == nil ? filter : nil
+        }
+        // The type's bytes against each name: comparing Strings that differ goes through the standard library's
+        // slow path, up to ten times per request.
+        let request = type.withUTF8 { type -> ClientRequest? in
+            switch MemberKey(bytes: type) {
+            case "simulate":
+                switch action {
+                case "connect":
+                    guard var accessory else { return nil }
+                    do {
+                        try ProtocolCodec.normalizeSimulatedAccessory(&accessory)
+                    } catch {
+                        return nil  // an id that is not hex, which the JSONDecoder path reports
+                    }
+                    return .simulateConnect(accessory)
+                case "disconnect":
+                    guard let connectionID else { return nil }
+                    return .simulateDisconnect(ConnectionID(connectionID))
+                default: return nil
                 }
-                request = .simulateConnect(accessory)
-            case "disconnect":
-                guard let connectionID else { return nil }
-                request = .simulateDisconnect(ConnectionID(connectionID))
+            case "ack":
+                guard let sequence else { return nil }
+                return .acknowledge(sequence)
+            case "hello":
+                guard let versions else { return nil }
+                return .hello(versions: versions, clientName: client ?? "", restoreID: restoreID)
+            case "subscribe":
+                guard let filter = validFilter() else { return nil }
+                return .subscribe(filter, includeRejected: includeRejected ?? false)
+            case "list":
+                guard let filter = validFilter() else { return nil }
+                return .list(filter, includeRejected: includeRejected ?? false)
+            case "unsubscribe": return .unsubscribe
+            case "suspend": return .suspend
+            case "resume": return .resume
+            case "reload": return .reloadManifest
+            case "status": return .status
             default: return nil
             }
-        default: return nil
         }
+        guard let request else { return nil }
         return ClientMessage(id: id, request)
     }
 
