@@ -88,8 +88,8 @@ private struct Cursor {
             let filter = filter ?? .all
             return filter.validationProblem() == nil ? filter : nil
         }
-        // The type's bytes against each name: comparing Strings that differ goes through the standard library's
-        // slow path, up to ten times per request.
+        // The type's bytes against each name, the frequent ones first: a String comparison that fails takes the
+        // standard library's slow path.
         let request = type.withUTF8 { type -> ClientRequest? in
             switch MemberKey(bytes: type) {
             case "simulate":
