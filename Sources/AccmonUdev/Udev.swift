@@ -192,23 +192,42 @@ final class SysfsDirectory {
         }
     }
 
-    /// Reads the file `name` into `buffer`; the number of bytes read, `nil` when it cannot be opened or read. A sysfs
-    /// text attribute is produced whole by the first read (as libudev reads it, once: `wholeInOneRead`); a binary one
-    /// such as `descriptors` is read until end of file. `pread`, which on a fresh descriptor is `read`, also skips
-    /// umockdev's wrapper of `read` (two `sigprocmask` calls per read, which the benchmarks would otherwise charge to
-    /// accmond).
+    /// Reads the file `name` into `buffer`; the number of bytes read, `nil` when it cannot be opened or read.
+    /// `pread`, which on a fresh descriptor is `read`, also skips umockdev's wrapper of `read` (two `sigprocmask`
+    /// calls per read, which the benchmarks would otherwise charge to accmond).
     private func read(_ name: String, into buffer: UnsafeMutableBufferPointer<UInt8>, wholeInOneRead: Bool) -> Int? {
         let file = openat(descriptor, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard file >= 0 else { return nil }
         defer { Glibc.close(file) }
+        return Self.fill(buffer, wholeInOneRead: wholeInOneRead) { room, offset in
+            while true {
+                let count = pread(file, room.baseAddress!, room.count, off_t(offset))
+                if count >= 0 { return count }
+                if errno != EINTR { return nil }
+            }
+        }
+    }
+
+    /// The least page size of Linux: sysfs hands over at most a page per read, so never less than this.
+    static let pageBytes = 4096
+
+    /// Fills `buffer` from offset 0 with `readAt` (a `pread`: the bytes it read into the room it was given at an
+    /// offset, 0 at the end of the file, `nil` on an error); the number of bytes read, `nil` on an error.
+    ///
+    /// A sysfs text attribute is produced whole by the first read (as libudev reads it, once: `wholeInOneRead`). A
+    /// binary one such as `descriptors` is read until its end, which a read shorter than both its room and a page
+    /// shows: sysfs (kernfs) gives at most a page per read and a regular file all it has, so only a full read can
+    /// have more behind it. That saves the read that would return 0, one system call per USB device added.
+    static func fill(
+        _ buffer: UnsafeMutableBufferPointer<UInt8>, wholeInOneRead: Bool,
+        readAt: (_ room: UnsafeMutableBufferPointer<UInt8>, _ offset: Int) -> Int?
+    ) -> Int? {
         var filled = 0
         while filled < buffer.count {
-            let count = pread(file, buffer.baseAddress! + filled, buffer.count - filled, off_t(filled))
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 { return nil }
-            if count == 0 { break }
+            let room = buffer.count - filled
+            guard let count = readAt(UnsafeMutableBufferPointer(rebasing: buffer[filled...]), filled) else { return nil }
             filled += count
-            if wholeInOneRead { break }
+            if wholeInOneRead || count < min(room, pageBytes) { break }
         }
         return filled
     }

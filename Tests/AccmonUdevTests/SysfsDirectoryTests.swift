@@ -76,4 +76,61 @@ struct SysfsDirectoryTests {
         try FileManager.default.removeItem(atPath: directory.file("descriptors"))
         #expect(sysfs.descriptorsHash() == "")
     }
+    /// A file as `pread` sees it: `pageLimited` hands over at most a page per call, as sysfs (kernfs) does, else all
+    /// that fits, as a regular file does. Counts the calls.
+    final class FakeFile {
+        let bytes: [UInt8]
+        let pageLimited: Bool
+        var calls = 0
+
+        init(count: Int, pageLimited: Bool) {
+            var random = SplitMix64(seed: UInt64(count))
+            bytes = (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            self.pageLimited = pageLimited
+        }
+
+        func read(into room: UnsafeMutableBufferPointer<UInt8>, at offset: Int) -> Int? {
+            calls += 1
+            let count = max(0, min(room.count, bytes.count - offset, pageLimited ? SysfsDirectory.pageBytes : .max))
+            for index in 0..<count { room[index] = bytes[offset + index] }
+            return count
+        }
+    }
+
+    @Test(arguments: [true, false])
+    func aBinaryFileIsReadWholeWithoutTheReadThatFindsItsEnd(pageLimited: Bool) {
+        // (size, reads): a read shorter than a page and its room ends it; a full one may have more behind it.
+        for (size, reads) in [
+            (0, 1), (43, 1), (4095, 1), (4096, 2), (9_000, pageLimited ? 3 : 2), (12_288, pageLimited ? 4 : 2),
+            (65_536, pageLimited ? 16 : 1), (70_000, pageLimited ? 16 : 1),
+        ] {
+            let file = FakeFile(count: size, pageLimited: pageLimited)
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let count = buffer.withUnsafeMutableBufferPointer { buffer in
+                SysfsDirectory.fill(buffer, wholeInOneRead: false) { file.read(into: $0, at: $1) }
+            }
+            #expect(count == min(size, 65_536), "\(size) bytes")
+            #expect(Array(buffer[..<(count ?? 0)]) == Array(file.bytes.prefix(65_536)), "\(size) bytes")
+            #expect(file.calls == reads, "\(size) bytes")
+        }
+    }
+
+    @Test func aTextAttributeIsOneReadAndAFailedReadIsNoValue() {
+        let file = FakeFile(count: 9_000, pageLimited: true)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = buffer.withUnsafeMutableBufferPointer { buffer in
+            SysfsDirectory.fill(buffer, wholeInOneRead: true) { file.read(into: $0, at: $1) }
+        }
+        #expect(count == 4096)
+        #expect(file.calls == 1)
+        var reads = 0
+        var larger = [UInt8](repeating: 0, count: 65_536)
+        let failed = larger.withUnsafeMutableBufferPointer { buffer in
+            SysfsDirectory.fill(buffer, wholeInOneRead: false) { _, _ in
+                reads += 1
+                return reads == 1 ? 4096 : nil
+            }
+        }
+        #expect(failed == nil)
+    }
 }
