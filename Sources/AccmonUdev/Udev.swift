@@ -194,7 +194,9 @@ final class SysfsDirectory {
 
     /// Reads the file `name` into `buffer`; the number of bytes read, `nil` when it cannot be opened or read.
     /// `pread`, which on a fresh descriptor is `read`, also skips umockdev's wrapper of `read` (two `sigprocmask`
-    /// calls per read, which the benchmarks would otherwise charge to accmond).
+    /// calls per read, which the benchmarks would otherwise charge to accmond). Inlined, so that a literal name
+    /// reaches `openat` without a C string made for it.
+    @inline(__always)
     private func read(_ name: String, into buffer: UnsafeMutableBufferPointer<UInt8>, wholeInOneRead: Bool) -> Int? {
         let file = openat(descriptor, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard file >= 0 else { return nil }
