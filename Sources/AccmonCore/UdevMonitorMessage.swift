@@ -71,7 +71,9 @@ public struct UdevMonitorMessage: Sendable, Hashable {
     /// `uid` is the credentials' uid, `nil` when none came.
     public static func senderProblem(groups: UInt32, portID: UInt32, uid: UInt32?) -> String? {
         if groups == 0 { return "a unicast message (from port \(portID)), not udevd's multicast" }
-        if groups == kernelGroup && portID != 0 { return "on the kernel's group but from port \(portID), not the kernel" }
+        if groups == kernelGroup && portID != 0 {
+            return "on the kernel's group but from port \(portID), not the kernel"
+        }
         guard let uid else { return "no sender credentials came with it" }
         guard uid == 0 else { return "sent by uid \(uid), not root" }
         return nil
@@ -91,7 +93,8 @@ public struct UdevMonitorMessage: Sendable, Hashable {
         guard length >= headerSize else { return .failure(.init("\(length) bytes is shorter than a message header")) }
         let magic = UInt32(bigEndian: datagram.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
         guard magic == Self.magic else {
-            return .failure(.init("header magic \(hex(magic)) is not \(hex(Self.magic)) (a format this version does not know)"))
+            return .failure(
+                .init("header magic \(hex(magic)) is not \(hex(Self.magic)) (a format this version does not know)"))
         }
         let offset = Int(datagram.loadUnaligned(fromByteOffset: 16, as: UInt32.self))
         guard offset >= headerSize, offset + 32 <= length else {
@@ -114,18 +117,25 @@ public struct UdevMonitorMessage: Sendable, Hashable {
         var index = 0
         while start < bytes.count {
             index += 1
-            guard let (end, lineBreak) = entryEnd(in: block, from: start) else {
+            // The key first: most entries are not read, and for those only the NUL that ends them matters.
+            guard let equals = keyEnd(in: bytes, from: start) else {
+                return .failure(malformedEntry(index, in: block, at: start))
+            }
+            let key = UdevMessageKey(UnsafeBufferPointer(rebasing: bytes[start..<equals]))
+            guard let key else {
+                guard let end = ByteScan.firstIndex(of: 0, in: bytes, from: equals + 1) else {
+                    return .failure(.init("property \(index) is not ended by a NUL"))
+                }
+                start = end + 1
+                continue
+            }
+            guard let (end, lineBreak) = entryEnd(in: block, from: equals + 1) else {
                 return .failure(.init("property \(index) is not ended by a NUL"))
             }
             // libudev cuts an entry at its first line break ("some devices" end values with a newline).
-            let entry = UnsafeBufferPointer(rebasing: bytes[start..<(lineBreak ?? end)])
+            let value = UnsafeBufferPointer(rebasing: bytes[(equals + 1)..<(lineBreak ?? end)])
             start = end + 1
-            guard let equals = entry.firstIndex(of: UInt8(ascii: "=")) else {
-                return .failure(.init("property \(index) '\(text(entry))' has no '='"))
-            }
-            let key = UnsafeBufferPointer(rebasing: entry[..<equals])
-            let value = UnsafeBufferPointer(rebasing: entry[(equals + 1)...])
-            switch UdevMessageKey(key) {
+            switch key {
             case .action:
                 let name = text(value)
                 guard actions.contains(name) else { return .failure(.init("ACTION '\(name)' is not a udev action")) }
@@ -149,8 +159,6 @@ public struct UdevMonitorMessage: Sendable, Hashable {
                 properties[.devlinks] = properties[.devlinks].map { joinedLinks($0, text(value)) } ?? text(value)
             case .property(let property):
                 properties[property] = text(value)
-            case nil:
-                break
             }
         }
         guard let action, let devpath, let subsystem, let sequence else {
@@ -201,8 +209,46 @@ public struct UdevMonitorMessage: Sendable, Hashable {
         }
     }
 
+    /// The index of the `=` that ends the key of the entry at `start`; `nil` when a NUL or a line break comes first
+    /// (libudev cuts the entry there, so it has no `=`) or the block ends.
+    private static func keyEnd(in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        var position = start
+        // Eight bytes at a time; the first flagged byte is a real stop (see ByteScan).
+        while position + 8 <= bytes.count {
+            let word = ByteScan.word(bytes, at: position)
+            let stops =
+                ByteScan.flags(ofByte: UInt8(ascii: "="), in: word) | ByteScan.flags(ofByte: 0, in: word)
+                | ByteScan.flags(ofByte: UInt8(ascii: "\n"), in: word)
+                | ByteScan.flags(ofByte: UInt8(ascii: "\r"), in: word)
+            if stops != 0 {
+                let first = position + stops.trailingZeroBitCount / 8
+                return bytes[first] == UInt8(ascii: "=") ? first : nil
+            }
+            position += 8
+        }
+        while position < bytes.count {
+            switch bytes[position] {
+            case UInt8(ascii: "="): return position
+            case 0, UInt8(ascii: "\n"), UInt8(ascii: "\r"): return nil
+            default: position += 1
+            }
+        }
+        return nil
+    }
+
+    /// Why the entry at `start`, whose key has no `=` before a NUL or line break, is rejected.
+    private static func malformedEntry(
+        _ index: Int, in block: UnsafeRawBufferPointer, at start: Int
+    ) -> UdevMessageRejection {
+        guard let (end, lineBreak) = entryEnd(in: block, from: start) else {
+            return .init("property \(index) is not ended by a NUL")
+        }
+        let entry = UnsafeBufferPointer(rebasing: block.bindMemory(to: UInt8.self)[start..<(lineBreak ?? end)])
+        return .init("property \(index) '\(text(entry))' has no '='")
+    }
+
     /// Where the entry at `start` ends (its NUL) and its first line break (CR or LF) if any; `nil` when no NUL
-    /// follows. Eight bytes at a time: values run to dozens of bytes, and this is most of the parse.
+    /// follows. Eight bytes at a time: values run to dozens of bytes.
     private static func entryEnd(in bytes: UnsafeRawBufferPointer, from start: Int) -> (end: Int, lineBreak: Int?)? {
         var lineBreak: Int?
         var position = start
