@@ -103,7 +103,9 @@ public final class UdevDevice {
         return record
     }
 
-    private func ancestor(_ subsystem: String, _ devtype: String?, _ attributeNames: [SysfsAttribute]) -> AncestorRecord? {
+    private func ancestor(
+        _ subsystem: String, _ devtype: String?, _ attributeNames: [SysfsAttribute]
+    ) -> AncestorRecord? {
         // The parent pointer is borrowed from this device: it is read here and never kept.
         guard let parent = udev_device_get_parent_with_subsystem_devtype(pointer, subsystem, devtype) else {
             return nil
@@ -227,7 +229,9 @@ final class SysfsDirectory {
         var filled = 0
         while filled < buffer.count {
             let room = buffer.count - filled
-            guard let count = readAt(UnsafeMutableBufferPointer(rebasing: buffer[filled...]), filled) else { return nil }
+            guard let count = readAt(UnsafeMutableBufferPointer(rebasing: buffer[filled...]), filled) else {
+                return nil
+            }
             filled += count
             if wholeInOneRead || count < min(room, pageBytes) { break }
         }
