@@ -67,6 +67,9 @@ struct PropertyAttributesTests {
         // An encoding that disagrees with the plain name, or without one, is not trusted.
         #expect(usbDeviceAttributes(fromProperties: [.vendorEncoded: "", .vendor: "kk8oQEI"]) == [:])
         #expect(usbDeviceAttributes(fromProperties: [.vendorEncoded: "FTDI"]) == [:])
+        // Nor one whose plain form only begins with the plain name, or is only its beginning.
+        #expect(usbDeviceAttributes(fromProperties: [.vendorEncoded: "FTDI\\x20Ltd", .vendor: "FTDI"]) == [:])
+        #expect(usbDeviceAttributes(fromProperties: [.vendorEncoded: "FTDI", .vendor: "FTDI_Ltd"]) == [:])
         // The plain name holds what udev made of the first 63 bytes (here its `_` for the last space is not written);
         // a longer encoded one is checked against that.
         let long = String(repeating: "ab ", count: 30)
