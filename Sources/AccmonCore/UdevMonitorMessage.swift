@@ -113,6 +113,7 @@ public struct UdevMonitorMessage: Sendable, Hashable {
         var devnode = ""
         var properties = UdevProperties()
         let bytes = block.bindMemory(to: UInt8.self)
+        let keys = UdevMessageKey.table
         var start = 0
         var index = 0
         while start < bytes.count {
@@ -121,8 +122,7 @@ public struct UdevMonitorMessage: Sendable, Hashable {
             guard let equals = keyEnd(in: bytes, from: start) else {
                 return .failure(malformedEntry(index, in: block, at: start))
             }
-            let key = UdevMessageKey(UnsafeBufferPointer(rebasing: bytes[start..<equals]))
-            guard let key else {
+            guard let key = keys.key(in: bytes, from: start, to: equals) else {
                 guard let end = ByteScan.firstIndex(of: 0, in: bytes, from: equals + 1) else {
                     return .failure(.init("property \(index) is not ended by a NUL"))
                 }
@@ -374,35 +374,56 @@ enum UdevMessageKey: Equatable {
     }
 
     private static let longestName = 16
-    /// Every key read, ordered by length.
-    private static let entries: [Entry] = {
-        let fields: [(String, UdevMessageKey)] = [
-            ("ACTION", .action), ("DEVPATH", .devpath), ("SUBSYSTEM", .subsystem), ("DEVTYPE", .devtype),
-            ("DEVNAME", .devname), ("SEQNUM", .sequenceNumber),
-        ]
-        let named = fields + UdevProperty.allCases.map { ($0.name, .property($0)) }
-        precondition(named.allSatisfy { $0.0.utf8.count <= longestName })
-        return named.sorted { $0.0.utf8.count < $1.0.utf8.count }.map { name, key in
-            Array(name.utf8).withUnsafeBufferPointer { Entry($0, key: key) }
-        }
-    }()
-    /// For each length up to ``longestName`` + 1, the index in ``entries`` of the first key at least that long.
-    private static let firstOfLength: [Int] = (0...longestName + 1).map { length in
-        entries.firstIndex { $0.length >= length } ?? entries.count
-    }
 
-    /// The key whose name is `bytes`; `nil` when it is not read.
-    init?(_ bytes: UnsafeBufferPointer<UInt8>) {
-        guard bytes.count <= Self.longestName else { return nil }
-        let probe = Entry(bytes, key: .action)
-        let found = Self.entries.withUnsafeBufferPointer { entries in
-            Self.firstOfLength.withUnsafeBufferPointer { first in
-                entries[first[bytes.count]..<first[bytes.count + 1]].first {
-                    $0.head == probe.head && $0.tail == probe.tail
-                }
+    /// The keys read, in a form for fast look-ups. Fetched once per message: every use of a global (a lazily
+    /// initialised `static let`) is a `swift_once` call.
+    static let table = Table()
+
+    struct Table {
+        /// Every key read, ordered by length.
+        private let entries: [Entry]
+        /// For each length up to ``longestName`` + 1, the index in ``entries`` of the first key at least that long.
+        private let firstOfLength: [Int]
+
+        fileprivate init() {
+            let fields: [(String, UdevMessageKey)] = [
+                ("ACTION", .action), ("DEVPATH", .devpath), ("SUBSYSTEM", .subsystem), ("DEVTYPE", .devtype),
+                ("DEVNAME", .devname), ("SEQNUM", .sequenceNumber),
+            ]
+            let named = fields + UdevProperty.allCases.map { ($0.name, .property($0)) }
+            precondition(named.allSatisfy { $0.0.utf8.count <= longestName })
+            let entries = named.sorted { $0.0.utf8.count < $1.0.utf8.count }.map { name, key in
+                Array(name.utf8).withUnsafeBufferPointer { Entry($0, key: key) }
+            }
+            self.entries = entries
+            firstOfLength = (0...longestName + 1).map { length in
+                entries.firstIndex { $0.length >= length } ?? entries.count
             }
         }
-        guard let found else { return nil }
-        self = found.key
+
+        /// The key whose name is `bytes[start..<end]`; `nil` when it is not read. Eight bytes are loaded at once
+        /// where `bytes` has them, past `end` too (masked off).
+        func key(in bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) -> UdevMessageKey? {
+            let length = end - start
+            guard length <= longestName else { return nil }
+            let head: UInt64
+            let tail: UInt64
+            if length >= 8 {
+                head = UnsafeRawBufferPointer(bytes).loadUnaligned(fromByteOffset: start, as: UInt64.self)
+                tail = UnsafeRawBufferPointer(bytes).loadUnaligned(fromByteOffset: end - 8, as: UInt64.self)
+            } else if start + 8 <= bytes.count {
+                head = ByteScan.word(bytes, at: start) & (1 << (8 * UInt64(length)) &- 1)
+                tail = head
+            } else {
+                let probe = Entry(UnsafeBufferPointer(rebasing: bytes[start..<end]), key: .action)
+                (head, tail) = (probe.head, probe.tail)
+            }
+            let found = entries.withUnsafeBufferPointer { entries in
+                firstOfLength.withUnsafeBufferPointer { first in
+                    entries[first[length]..<first[length + 1]].first { $0.head == head && $0.tail == tail }
+                }
+            }
+            return found?.key
+        }
     }
 }
