@@ -53,16 +53,15 @@ public struct DeviceTracker: Sendable {
 
     private mutating func remove(_ syspath: String) -> [SourceEvent] {
         var events: [SourceEvent] = []
-        let below = syspath + "/"
         // Event nodes of Bluetooth HID accessories at or under the removed path.
         for (key, nodes) in hidNodes {
-            let remaining = nodes.filter { $0.key != syspath && !$0.key.hasPrefix(below) }
+            let remaining = nodes.filter { !Self.isAt($0.key, orUnder: syspath) }
             guard remaining.count != nodes.count else { continue }
             if remaining.isEmpty {
                 hidNodes[key] = nil
             } else {
                 hidNodes[key] = remaining
-                if var accessory = attached[key], key != syspath, !key.hasPrefix(below) {
+                if var accessory = attached[key], !Self.isAt(key, orUnder: syspath) {
                     accessory.deviceNodes = remaining.values.sorted()
                     attached[key] = accessory
                     events.append(.attached(key: key, accessory))
@@ -71,15 +70,33 @@ public struct DeviceTracker: Sendable {
         }
         // Accessories at or under the removed path, and HID accessories left without a node.
         // Only the keys that go are sorted (in key order, as before): not every attached key on every remove.
-        let gone = attached.compactMap { key, accessory in
-            key == syspath || key.hasPrefix(below) || (accessory.kind == .bluetoothHID && hidNodes[key] == nil)
-                ? key : nil
+        var gone = attached.compactMap { key, accessory in
+            Self.isAt(key, orUnder: syspath) || (accessory.kind == .bluetoothHID && hidNodes[key] == nil) ? key : nil
         }
-        for key in gone.sorted() {
+        if gone.count > 1 { gone.sort() }
+        for key in gone {
             attached[key] = nil
             hidNodes[key] = nil
             events.append(.detached(key: key))
         }
         return events
+    }
+
+    /// Whether `path` is `root` or under it (`root/...`), compared byte for byte as the kernel compares paths.
+    /// On contiguous bytes: a remove checks every attached key, and `hasPrefix` on a joined `root + "/"` cost
+    /// several times as much.
+    static func isAt(_ path: String, orUnder root: String) -> Bool {
+        let (pathCount, rootCount) = (path.utf8.count, root.utf8.count)
+        guard pathCount >= rootCount else { return false }
+        let compared =
+            path.utf8.withContiguousStorageIfAvailable { path in
+                root.utf8.withContiguousStorageIfAvailable { root in
+                    (0..<rootCount).allSatisfy { path[$0] == root[$0] }
+                        && (pathCount == rootCount || path[rootCount] == UInt8(ascii: "/"))
+                }
+            } ?? nil
+        if let compared { return compared }
+        // Strings without contiguous UTF-8 (bridged; none on Linux).
+        return path == root || path.utf8.starts(with: root.utf8 + [UInt8(ascii: "/")])
     }
 }

@@ -162,6 +162,26 @@ enum Devices {
         #expect(tracker.attachedKeys.isEmpty)
     }
 
+    /// A remove takes the device and what is under it (`1-2/...`), in key order, never a sibling whose name only
+    /// begins the same way (`1-20`).
+    @Test func removalTakesThePathAndWhatIsUnderItOnly() {
+        var tracker = DeviceTracker()
+        let sibling = DeviceRecord(
+            action: "add", syspath: Devices.ftdiPath + "0", subsystem: "usb", devtype: "usb_device",
+            devnode: "/dev/bus/usb/001/005", attributes: Devices.ftdiAttributes)
+        for record in [sibling, Devices.tty("add"), Devices.ftdi("add")] { _ = tracker.apply(record) }
+        #expect(
+            tracker.apply(Devices.ftdi("remove")).events == [
+                .detached(key: Devices.ftdiPath), .detached(key: Devices.ttyPath),
+            ])
+        #expect(tracker.attachedKeys == [sibling.syspath])
+        #expect(DeviceTracker.isAt("/a/b", orUnder: "/a/b"))
+        #expect(DeviceTracker.isAt("/a/b/c", orUnder: "/a/b"))
+        #expect(!DeviceTracker.isAt("/a/bc", orUnder: "/a/b"))
+        #expect(!DeviceTracker.isAt("/a", orUnder: "/a/b"))
+        #expect(!DeviceTracker.isAt("/a/c", orUnder: "/a/b"))
+    }
+
     @Test func keyboardWithTwoEventNodesIsOneAccessory() {
         var tracker = DeviceTracker()
         var registry = Registry()
