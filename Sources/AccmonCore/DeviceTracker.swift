@@ -86,17 +86,12 @@ public struct DeviceTracker: Sendable {
     /// On contiguous bytes: a remove checks every attached key, and `hasPrefix` on a joined `root + "/"` cost
     /// several times as much.
     static func isAt(_ path: String, orUnder root: String) -> Bool {
-        let (pathCount, rootCount) = (path.utf8.count, root.utf8.count)
-        guard pathCount >= rootCount else { return false }
-        let compared =
-            path.utf8.withContiguousStorageIfAvailable { path in
-                root.utf8.withContiguousStorageIfAvailable { root in
-                    (0..<rootCount).allSatisfy { path[$0] == root[$0] }
-                        && (pathCount == rootCount || path[rootCount] == UInt8(ascii: "/"))
-                }
-            } ?? nil
-        if let compared { return compared }
-        // Strings without contiguous UTF-8 (bridged; none on Linux).
-        return path == root || path.utf8.starts(with: root.utf8 + [UInt8(ascii: "/")])
+        var (path, root) = (path, root)  // withUTF8 may make a lazy string contiguous: on copies
+        return path.withUTF8 { path in
+            root.withUTF8 { root in
+                path.count >= root.count && (0..<root.count).allSatisfy { path[$0] == root[$0] }
+                    && (path.count == root.count || path[root.count] == UInt8(ascii: "/"))
+            }
+        }
     }
 }

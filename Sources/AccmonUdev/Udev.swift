@@ -146,7 +146,7 @@ public final class UdevDevice {
 /// without trailing newlines; `nil` when the attribute is missing or unreadable.
 final class SysfsDirectory {
     /// sysfs attributes hold at most a page.
-    private static let attributeLimit = 4096
+    private static let attributeLimit = pageBytes
     private static let descriptorsLimit = 65_536
     private let descriptor: Int32
 
