@@ -48,7 +48,9 @@ public struct AccessoryFilter: Codable, Sendable, Hashable {
     /// A filter that matches every accessory.
     public static let all = AccessoryFilter()
 
-    /// Whether `accessory` passes the filter.
+    /// Whether `accessory` passes the filter. Inlinable: the daemon asks for every subscriber at every event, and an
+    /// out-of-line call made its caller copy the filter (four strings retained and released) each time.
+    @inlinable
     public func matches(_ accessory: Accessory) -> Bool {
         if let kind, accessory.kind != kind { return false }
         if let vendorID, !Self.sameHexID(vendorID, accessory.vendorID) { return false }
@@ -88,6 +90,7 @@ public struct AccessoryFilter: Codable, Sendable, Hashable {
             ?? utf8.allSatisfy(\.isLowercaseHexDigit)
     }
 
+    @usableFromInline
     static func sameHexID(_ lhs: String, _ rhs: String) -> Bool {
         guard let l = UInt32(lhs, radix: 16), let r = UInt32(rhs, radix: 16) else { return false }
         return l == r

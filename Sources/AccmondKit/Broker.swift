@@ -56,8 +56,8 @@ final class Broker {
     /// Sessions with output queued since the last flush, in the order they got it: a request's events reach the
     /// subscribers before its reply reaches the requester.
     private var pendingFlush: [Session] = []
-    /// Sessions to close at the end of this turn, with the reason for the log.
-    private var pendingClose: [UInt64: String] = [:]
+    /// Sessions to close at the end of this turn (each has its `closeReason`), in the order they were closed.
+    private var pendingClose: [Session] = []
 
     init(
         configuration: DaemonConfiguration, listener: FileDescriptor, sink: EventSink,
@@ -183,7 +183,7 @@ final class Broker {
     }
 
     private func serve(_ readiness: Readiness) {
-        guard let session = sessions[readiness.token], pendingClose[session.number] == nil else { return }
+        guard let session = sessions[readiness.token], !session.isClosing else { return }
         if readiness.writable { queueFlush(session) }
         if readiness.readable || readiness.hangup { read(session, hangup: readiness.hangup) }
     }
@@ -221,7 +221,7 @@ final class Broker {
         var handled = 0
         defer { session.unhandled.removeFirst(handled) }
         for item in session.unhandled {
-            guard !session.outboundIsFull, pendingClose[session.number] == nil else { return }
+            guard !session.outboundIsFull, !session.isClosing else { return }
             handled += 1
             switch item {
             case .line(let line):
@@ -282,7 +282,7 @@ final class Broker {
                     return
                 }
                 let key = RestoreKey(uid: uid, restoreID: restoreID)
-                guard !sessions.values.contains(where: { $0.restoreKey == key && pendingClose[$0.number] == nil })
+                guard !sessions.values.contains(where: { $0.restoreKey == key && !$0.isClosing })
                 else {
                     reply(
                         to: session,
@@ -317,8 +317,7 @@ final class Broker {
             }
             // The loop owns both the registry and the session: the snapshot and the start of the stream are one
             // step, so nothing is missed or repeated between them.
-            session.subscription = filter
-            session.includesRejected = includeRejected
+            session.subscription = Subscription(filter: filter, includesRejected: includeRejected)
             let snapshot = visibleSnapshot(for: session.principal, filter: filter, includeRejected: includeRejected)
             if session.restoreKey != nil {
                 session.memory = SessionMemory(filter: filter, snapshot: snapshot)
@@ -531,10 +530,10 @@ final class Broker {
             }
             var lost: [Session] = []
             var gained: [Session] = []
-            for session in sessions.values where pendingClose[session.number] == nil {
-                guard let filter = session.subscription else { continue }
-                let was = sees(before, session.principal, filter, session.includesRejected)
-                let now = sees(after, session.principal, filter, session.includesRejected)
+            for session in sessions.values where !session.isClosing {
+                guard let subscription = session.subscription else { continue }
+                let was = sees(before, session.principal, subscription.filter, subscription.includesRejected)
+                let now = sees(after, session.principal, subscription.filter, subscription.includesRejected)
                 if was && !now { lost.append(session) }
                 if now && !was { gained.append(session) }
             }
@@ -619,11 +618,7 @@ final class Broker {
         announced.accessory = verdict.announced(event.accessory)
         announced.rejection = event.change == .connect ? verdict.rejection : nil
         var line: [UInt8]?
-        for session in sessions.values {
-            guard let filter = session.subscription, pendingClose[session.number] == nil,
-                verdict.isVisible(to: session.principal, includingRejected: session.includesRejected),
-                filter.matches(announced.accessory)
-            else { continue }
+        for session in sessions.values where session.receives(announced.accessory, verdict: verdict) {
             let bytes = line ?? codec.encode(.event(announced))
             line = bytes
             deliver(announced, bytes, to: session)
@@ -675,15 +670,15 @@ final class Broker {
         while index < pendingFlush.count {
             let session = pendingFlush[index]
             index += 1
-            if pendingClose[session.number] == nil { flush(session) }
+            if !session.isClosing { flush(session) }
             session.flushQueued = false
         }
         pendingFlush.removeAll(keepingCapacity: true)
-        for (number, reason) in pendingClose {
-            guard let session = sessions.removeValue(forKey: number) else { continue }
+        for session in pendingClose {
+            sessions.removeValue(forKey: session.number)
             poller.remove(session.descriptor)
             session.descriptor.close()
-            logger.debug("client disconnected: \(reason)", session.metadata)
+            logger.debug("client disconnected: \(session.closeReason ?? "")", session.metadata)
             preserveIfRestorable(session)
         }
         pendingClose.removeAll(keepingCapacity: true)
@@ -712,7 +707,7 @@ final class Broker {
                 }
             }
             handleUnhandledLines(of: session)
-            guard pendingClose[session.number] == nil else { return }
+            guard !session.isClosing else { return }
             if session.inputClosed && session.subscription == nil && session.outbound.isEmpty
                 && session.unhandled.isEmpty
             {
@@ -740,8 +735,9 @@ final class Broker {
     }
 
     private func close(_ session: Session, reason: String, level: LogLevel = .debug) {
-        guard pendingClose[session.number] == nil else { return }
-        pendingClose[session.number] = reason
+        guard !session.isClosing else { return }
+        session.closeReason = reason
+        pendingClose.append(session)
         if level > .debug { logger.log(level, reason, session.metadata) }
     }
 
@@ -770,7 +766,7 @@ final class Broker {
         poller.remove(sink.wakeup.descriptor)
         for source in loopDrivenSources { poller.remove(source.readinessDescriptor) }
         let goodbye = codec.encode(.shutdown(reason: "the daemon is shutting down"))
-        for session in sessions.values where pendingClose[session.number] == nil {
+        for session in sessions.values where !session.isClosing {
             session.outbound.append(goodbye)
             queueFlush(session)
         }
@@ -817,7 +813,7 @@ final class Broker {
     /// since (coalesced), then the `restored` marker; live events follow.
     private func handBack(_ kept: PreservedSession, to session: Session) {
         session.memory = kept.memory
-        session.subscription = kept.memory.filter
+        session.subscription = Subscription(filter: kept.memory.filter, includesRejected: false)
         reply(to: session, .restore(kept.memory.restoreState))
         for entry in kept.memory.replay.contents { session.outbound.append(entry.payload) }
         reply(to: session, .restored(sequence: registry.sequence))

@@ -1,6 +1,19 @@
 import AccmonCore
 import AccmonSys
 
+/// What a session subscribed to. A class: the broker asks every session at every event whether it receives it, and
+/// a reference is read without copying the filter's strings.
+final class Subscription {
+    let filter: AccessoryFilter
+    /// Whether accessories the manifest rejected are included (an admin's `subscribe` with `all`).
+    let includesRejected: Bool
+
+    init(filter: AccessoryFilter, includesRejected: Bool) {
+        self.filter = filter
+        self.includesRejected = includesRejected
+    }
+}
+
 /// One client connection, owned by the broker loop.
 ///
 /// A session starts unsubscribed: nothing is sent to it but replies until it subscribes. Once subscribed it is
@@ -18,10 +31,8 @@ final class Session {
     /// Version 1 until `hello` negotiates another: a client that skips `hello` speaks version 1.
     var protocolVersion = 1
     var greeted = false
-    /// The subscription's filter; `nil` while not subscribed.
-    var subscription: AccessoryFilter?
-    /// Whether the subscription includes accessories the manifest rejected (an admin's `subscribe` with `all`).
-    var includesRejected = false
+    /// What the client subscribed to; `nil` while not subscribed.
+    var subscription: Subscription?
     var framer = LineFramer()
     /// Lines read but not yet handled: handling waits while the outbound buffer is over its bound.
     var unhandled: [LineFramer.Item] = []
@@ -43,6 +54,8 @@ final class Session {
     var memory: SessionMemory?
     /// When the client last sent bytes or took some (monotonic nanoseconds).
     var lastActivity: UInt64
+    /// Why the broker closes the session at the end of this loop turn; `nil` while it stays open.
+    var closeReason: String?
 
     init(number: UInt64, descriptor: FileDescriptor, peer: PeerCredentials?, outboundLimit: Int, now: UInt64) {
         self.number = number
@@ -51,6 +64,18 @@ final class Session {
         self.principal = ClientPrincipal.of(descriptor, peer: peer)
         self.outbound = OutboundQueue(limit: outboundLimit)
         self.lastActivity = now
+    }
+
+    /// Whether the broker closes the session at the end of this loop turn: nothing more is read, handled or written.
+    var isClosing: Bool { closeReason != nil }
+
+    /// Whether an event about `accessory`, on which the manifest gave `verdict`, goes to this session: it is
+    /// subscribed and not closing, its principal may see the accessory, and its filter matches it.
+    func receives(_ accessory: Accessory, verdict: Authentication) -> Bool {
+        guard !isClosing, let subscription,
+            verdict.isVisible(to: principal, includingRejected: subscription.includesRejected)
+        else { return false }
+        return subscription.filter.matches(accessory)
     }
 
     /// Whether events wait in the queue instead of going out.
