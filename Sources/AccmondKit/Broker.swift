@@ -530,7 +530,7 @@ final class Broker {
             }
             var lost: [Session] = []
             var gained: [Session] = []
-            for session in sessions.values where !session.isClosing {
+            for session in sessions.values {  // closing ones too: a kept session needs the event
                 guard let subscription = session.subscription else { continue }
                 let was = sees(before, session.principal, subscription.filter, subscription.includesRejected)
                 let now = sees(after, session.principal, subscription.filter, subscription.includesRejected)
@@ -631,12 +631,14 @@ final class Broker {
     }
 
     /// Writes an event to a live session, or queues it for a suspended one: one that asked, one whose queue is not
-    /// empty yet (order), or one whose outbound buffer is full (it stopped reading: suspended from now on).
+    /// empty yet (order), or one whose outbound buffer is full (it stopped reading: suspended from now on). A session
+    /// closing at the end of this turn only records it in its memory, which is kept when it has a restore id.
     private func deliver(_ event: AccessoryEvent, _ line: [UInt8], to session: Session) {
         if session.memory != nil {
             session.memory!.record(event, line: line)
             stateIsDirty = true
         }
+        if session.isClosing { return }
         if session.isSuspended {
             session.queue.enqueue(event, payload: line)
         } else if session.outbound.fits(line) {

@@ -69,10 +69,11 @@ final class Session {
     /// Whether the broker closes the session at the end of this loop turn: nothing more is read, handled or written.
     var isClosing: Bool { closeReason != nil }
 
-    /// Whether an event about `accessory`, on which the manifest gave `verdict`, goes to this session: it is
-    /// subscribed and not closing, its principal may see the accessory, and its filter matches it.
+    /// Whether an event about `accessory`, on which the manifest gave `verdict`, is this session's: it is subscribed,
+    /// its principal may see the accessory, and its filter matches it. A closing session still gets its events: a
+    /// restore client's session is kept with them.
     func receives(_ accessory: Accessory, verdict: Authentication) -> Bool {
-        guard !isClosing, let subscription,
+        guard let subscription,
             verdict.isVisible(to: principal, includingRejected: subscription.includesRejected)
         else { return false }
         return subscription.filter.matches(accessory)

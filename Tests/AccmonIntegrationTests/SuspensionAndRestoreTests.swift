@@ -149,6 +149,100 @@ struct Plugger {
         second.send(SIGINT)
     }
 
+    /// A restore client hangs up and, in the same loop turn, an accessory connects: the daemon is stopped while both
+    /// happen, so one `epoll_wait` hands it the hang-up, then the request. The kept session must still have the
+    /// connect, since the client never saw it.
+    @Test func eventInTheTurnARestoreClientHangsUpIsReplayed() async throws {
+        let daemon = try await Accmond.start()
+        let driver = try await rawHello(daemon)
+        let leaving = try await subscribedRestoreClient(daemon, restoreID: "same-turn")
+        try await inOneTurn(daemon) {
+            leaving.close()
+            try driver.send(
+                #"{"type":"simulate","id":2,"action":"connect","accessory":{"kind":"usb","name":"Same Turn","#
+                    + #""vendorID":"1209","productID":"0007"}}"# + "\n")
+        }
+        let reply = await driver.readObject()
+        #expect(reply?["type"] as? String == "ok", "\(String(describing: reply))")
+        let replayed = await replayedConnects(daemon, restoreID: "same-turn")
+        #expect(reply?["connectionID"] != nil && replayed == [reply?["connectionID"] as? Int], "\(replayed)")
+    }
+
+    /// The same with a manifest reload (SIGHUP) that lets the client see an accessory it could not.
+    @Test func reloadInTheTurnARestoreClientHangsUpIsReplayed() async throws {
+        let daemon = try await Accmond.start()
+        let manifest = daemon.directory.file("manifest.json")
+        let onlyOthers =
+            #"{"version":1,"accessories":[{"name":"a","match":{"id":"1209:0001"}},"#
+            + #"{"name":"b","match":{"id":"1209:0002"}}]}"#
+        try onlyOthers.write(toFile: manifest, atomically: true, encoding: .utf8)
+        daemon.process.send(SIGHUP)
+        #expect(await eventually { daemon.process.stderr.contains("manifest loaded: 2 entries") })
+        let driver = try await rawHello(daemon)
+        try driver.send(
+            #"{"type":"simulate","id":2,"action":"connect","accessory":{"kind":"usb","name":"Hidden","#
+                + #""vendorID":"1209","productID":"0007"}}"# + "\n")
+        let reply = await driver.readObject()
+        #expect(reply?["type"] as? String == "ok", "\(String(describing: reply))")
+        let leaving = try await subscribedRestoreClient(daemon, restoreID: "same-turn-reload")
+
+        let everything =
+            #"{"version":1,"accessories":[{"name":"a","match":{"id":"1209:0001"}},"#
+            + #"{"name":"b","match":{"id":"1209:0002"}},{"name":"all","match":{"id":"*:*"}}]}"#
+        try everything.write(toFile: manifest, atomically: true, encoding: .utf8)
+        try await inOneTurn(daemon) {
+            leaving.close()
+            daemon.process.send(SIGHUP)
+        }
+        #expect(await eventually { daemon.process.stderr.contains("manifest loaded: 3 entries") })
+        let replayed = await replayedConnects(daemon, restoreID: "same-turn-reload")
+        #expect(reply?["connectionID"] != nil && replayed == [reply?["connectionID"] as? Int], "\(replayed)")
+    }
+
+    /// A raw connection that said `hello`.
+    private func rawHello(_ daemon: Accmond) async throws -> RawSocket {
+        let socket = try RawSocket(path: daemon.socketPath)
+        try socket.send(#"{"type":"hello","id":1,"versions":[1]}"# + "\n")
+        #expect(await socket.readObject()?["type"] as? String == "hello")
+        return socket
+    }
+
+    /// A raw connection that said `hello` with `restoreID` and subscribed.
+    private func subscribedRestoreClient(_ daemon: Accmond, restoreID: String) async throws -> RawSocket {
+        let socket = try RawSocket(path: daemon.socketPath)
+        try socket.send(
+            #"{"type":"hello","id":1,"versions":[1],"restoreID":""# + restoreID + #""}"# + "\n"
+                + #"{"type":"subscribe","id":2}"# + "\n")
+        #expect(await socket.readObject()?["type"] as? String == "hello")
+        #expect(await socket.readObject()?["type"] as? String == "snapshot")
+        return socket
+    }
+
+    /// Runs `actions` while the daemon is stopped, so that it finds all they cause in one `epoll_wait`, in order.
+    private func inOneTurn(_ daemon: Accmond, _ actions: () throws -> Void) async throws {
+        daemon.process.send(SIGSTOP)
+        #expect(await eventually { processState(daemon.process.pid) == "T" })
+        try actions()
+        daemon.process.send(SIGCONT)
+    }
+
+    /// Reclaims the kept session `restoreID`: the connection ids of the connects handed back before `restored`.
+    private func replayedConnects(_ daemon: Accmond, restoreID: String) async -> [Int?] {
+        guard let back = try? RawSocket(path: daemon.socketPath),
+            (try? back.send(#"{"type":"hello","id":1,"versions":[1],"restoreID":""# + restoreID + #""}"# + "\n"))
+                != nil
+        else { return [nil] }
+        var lines: [[String: Any]] = []
+        while lines.count < 10, let object = await back.readObject() {
+            lines.append(object)
+            if object["type"] as? String == "restored" { break }
+        }
+        #expect(lines.first?["restored"] as? Bool == true, "\(lines)")
+        return lines.filter { $0["type"] as? String == "connect" }.map {
+            ($0["accessory"] as? [String: Any])?["connectionID"] as? Int
+        }
+    }
+
     @Test func anotherUserCannotClaimARestoreID() async throws {
         let daemon = try await Accmond.start()
         let first = try daemon.startAccmon(["watch", "--json", "--restore-id", "mine"], name: "owner")
@@ -232,4 +326,12 @@ struct Plugger {
         daemon.send(SIGTERM)
         _ = await daemon.waitForExit()
     }
+}
+
+/// The state letter of process `pid` in /proc/PID/stat (`T` once a SIGSTOP has taken effect); nil when unreadable.
+private func processState(_ pid: pid_t) -> String? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let end = stat.lastIndex(of: ")")
+    else { return nil }
+    return stat[stat.index(after: end)...].split(separator: " ").first.map(String.init)
 }
