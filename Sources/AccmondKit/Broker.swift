@@ -293,6 +293,12 @@ final class Broker {
                                 "hello: restoreID: '\(restoreID)' is in use by another connection of this user")))
                     return
                 }
+                // Its previous connection hung up in this loop turn and would be kept only at the turn's end: kept
+                // now, so that this hello reclaims it.
+                if let leaving = sessions.values.first(where: { $0.restoreKey == key && $0.isClosing }) {
+                    preserveIfRestorable(leaving)
+                    leaving.restoreKey = nil
+                }
                 restoreKey = key
             }
             session.greeted = true

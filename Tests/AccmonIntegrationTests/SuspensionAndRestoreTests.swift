@@ -199,6 +199,46 @@ struct Plugger {
         #expect(reply?["connectionID"] != nil && replayed == [reply?["connectionID"] as? Int], "\(replayed)")
     }
 
+    /// The client's new connection (opened before the old one went) says `hello` in the turn the old one hangs up:
+    /// it must get the kept session back, with what it missed, not a fresh one.
+    @Test func reclaimInTheTurnTheOldConnectionHangsUpRestores() async throws {
+        let daemon = try await Accmond.start()
+        let driver = try await rawHello(daemon)
+        let leaving = try await subscribedRestoreClient(daemon, restoreID: "handover")
+        try driver.send(
+            #"{"type":"simulate","id":2,"action":"connect","accessory":{"kind":"usb","name":"Handover","#
+                + #""vendorID":"1209","productID":"0008"}}"# + "\n")
+        let reply = await driver.readObject()
+        #expect(reply?["type"] as? String == "ok", "\(String(describing: reply))")
+        #expect(await leaving.readObject()?["type"] as? String == "connect")
+        let back = try RawSocket(path: daemon.socketPath)
+        #expect(try await eventually { try await statusClientCount(driver) == 3 }, "the new connection is accepted")
+        try await inOneTurn(daemon) {
+            leaving.close()
+            try back.send(#"{"type":"hello","id":1,"versions":[1],"restoreID":"handover"}"# + "\n")
+        }
+        var lines: [[String: Any]] = []
+        while lines.count < 10, let object = await back.readObject() {
+            lines.append(object)
+            if object["type"] as? String == "restored" { break }
+        }
+        #expect(lines.first?["restored"] as? Bool == true, "\(lines)")
+        let restore = lines.first { $0["type"] as? String == "restore" }
+        let state = (restore?["accessories"] as? [[String: Any]])?.compactMap { $0["connectionID"] as? Int }
+        let replayed = lines.filter { $0["type"] as? String == "connect" }.compactMap {
+            ($0["accessory"] as? [String: Any])?["connectionID"] as? Int
+        }
+        #expect(reply?["connectionID"] != nil, "\(String(describing: reply))")
+        #expect(((state ?? []) + replayed) == [reply?["connectionID"] as? Int], "\(lines)")
+    }
+
+    /// The number of client connections `status` lists, asked on `socket` (which said `hello`).
+    private func statusClientCount(_ socket: RawSocket) async throws -> Int {
+        try socket.send(#"{"type":"status","id":"n"}"# + "\n")
+        let status = try #require(await socket.readObject())
+        return (status["clients"] as? [Any])?.count ?? -1
+    }
+
     /// A raw connection that said `hello`.
     private func rawHello(_ daemon: Accmond) async throws -> RawSocket {
         let socket = try RawSocket(path: daemon.socketPath)
