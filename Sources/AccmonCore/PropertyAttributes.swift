@@ -14,6 +14,8 @@
 ///   `A-Z a-z 0-9 # + - . : = @ _`; so without `_` it is the attribute's text without its outer spaces, which is all
 ///   that ``DeviceClassifier`` keeps of it. (A USB string holds at most 126 characters: udev's 255-byte limit never
 ///   cuts one.)
+/// - `removable` from `ACCMON_REMOVABLE`, which accmon's udev rule (udev-rules/70-accmon.rules) copies from the
+///   attribute (udevd reads it for the rule anyway), when not empty (udev's value for a missing attribute).
 public func usbDeviceAttributes(fromProperties properties: UdevProperties) -> SysfsAttributes {
     var attributes: SysfsAttributes = [:]
     if let product = ueventNumbers(properties[.product], radix: 16),
@@ -30,6 +32,7 @@ public func usbDeviceAttributes(fromProperties properties: UdevProperties) -> Sy
         attributes[.product] = udevName(encoded: modelEncoded, plain: properties[.model])
     }
     if let serial = properties[.serialShort], !serial.utf8.contains(UInt8(ascii: "_")) { attributes[.serial] = serial }
+    if let removable = properties[.accmonRemovable], !removable.isEmpty { attributes[.removable] = removable }
     return attributes
 }
 

@@ -1,5 +1,5 @@
 /// A udev property that classification reads. Sources copy only these from a device (and its ancestors) into
-/// ``DeviceRecord/properties``: a udev event carries some 30 properties, and accmond reads these 16.
+/// ``DeviceRecord/properties``: a udev event carries some 30 properties, and accmond reads these 17.
 public enum UdevProperty: Int, SlotKey {
     /// `DEVLINKS`: the device node's symbolic links, separated by spaces.
     case devlinks
@@ -33,6 +33,9 @@ public enum UdevProperty: Int, SlotKey {
     case product
     /// `TYPE`: a USB device's `class/subclass/protocol` from its uevent (the kernel's).
     case type
+    /// `ACCMON_REMOVABLE`: a USB device's `removable` attribute, which accmon's udev rule copies (absent without the
+    /// rule, or without the attribute).
+    case accmonRemovable
 
     /// The property's udev name, such as `ID_VENDOR_ID`.
     public var name: String {
@@ -53,6 +56,7 @@ public enum UdevProperty: Int, SlotKey {
         case .revision: "ID_REVISION"
         case .product: "PRODUCT"
         case .type: "TYPE"
+        case .accmonRemovable: "ACCMON_REMOVABLE"
         }
     }
 }

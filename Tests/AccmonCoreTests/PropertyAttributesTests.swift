@@ -86,6 +86,16 @@ struct PropertyAttributesTests {
             ]) == [:])
     }
 
+    /// accmon's udev rule hands over `removable` (udev-rules/70-accmon.rules); udev's empty value for a missing
+    /// attribute leaves it to sysfs.
+    @Test func removableFromAccmonsRule() {
+        for value in ["removable", "fixed", "unknown"] {
+            #expect(usbDeviceAttributes(fromProperties: [.accmonRemovable: value]) == [.removable: value])
+        }
+        #expect(usbDeviceAttributes(fromProperties: [.accmonRemovable: ""]) == [:])
+        #expect(usbDeviceAttributes(fromProperties: [.serialShort: "A1"]) == [.serial: "A1"])
+    }
+
     /// Anything but the kernel's exact form gives no ids: the source then reads them from sysfs.
     @Test(
         arguments: [
