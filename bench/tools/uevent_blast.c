@@ -4,7 +4,8 @@
  * $UMOCKDEV_DIR/event<fd>; its own sender (Testbed.uevent) looks each device up in the testbed and opens a
  * socket per message, ~120-150 us a message. This program connects once to each listener and sends prebuilt
  * messages: a "libudev" header (magic 0xfeedcafe in network order, subsystem/devtype MurmurHash2 hashes for the
- * listeners' socket filters) and a NUL-separated property block like the one udevd sends for a USB device.
+ * listeners' socket filters) and a NUL-separated property block like the one udevd sends for a USB device with
+ * accmon's udev rules installed (ACCMON_REMOVABLE, ACCMON_KIND and the accmon tag: what udev_rules.py shows them set).
  *
  * Event i of the stream (i counted from --first): device (i / 2) % K of the --devices list; "add" when i is even,
  * "remove" when odd; ID_SERIAL_SHORT is "B" + the index of the pair's add, zero-padded to 9 digits, and SEQNUM is
@@ -200,6 +201,8 @@ int main(int argc, char **argv) {
         used = put(block, used, sizeof block, "ID_FOR_SEAT", "usb-bench");
         used = put(block, used, sizeof block, "MAJOR", "189");
         used = put(block, used, sizeof block, "MINOR", minor);
+        used = put(block, used, sizeof block, "ACCMON_REMOVABLE", "removable");
+        used = put(block, used, sizeof block, "ACCMON_KIND", "usb");
         used = put(block, used, sizeof block, "TAGS", ":seat:accmon:");
         used = put(block, used, sizeof block, "CURRENT_TAGS", ":seat:accmon:");
         header.properties_len = (uint32_t)used;
