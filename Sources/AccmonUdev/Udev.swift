@@ -91,9 +91,9 @@ public final class UdevDevice {
         _ record: consuming DeviceRecord, completedWith needs: DeviceClassifier.RecordNeeds,
         ancestorsOf device: UdevDevice?
     ) -> DeviceRecord {
-        if needs.attributes, let directory = SysfsDirectory(record.syspath) {
-            record.attributes = directory.usbDeviceAttributes(record.properties)
-            record.descriptorsSHA256 = directory.descriptorsHash()
+        if needs.attributes {
+            (record.attributes, record.descriptorsSHA256) = SysfsDirectory.usbDevice(
+                at: record.syspath, properties: record.properties)
         }
         if let device {
             if needs.usbDevice { record.usbDevice = device.ancestor("usb", "usb_device", SysfsAttribute.usbDevice) }
@@ -112,12 +112,14 @@ public final class UdevDevice {
         }
         let syspath = Self.text(udev_device_get_syspath(parent))
         let properties = Self.properties(parent)
-        let directory = attributeNames.isEmpty && devtype != "usb_device" ? nil : SysfsDirectory(syspath)
+        if devtype == "usb_device" {
+            let (attributes, descriptorsSHA256) = SysfsDirectory.usbDevice(at: syspath, properties: properties)
+            return AncestorRecord(
+                syspath: syspath, properties: properties, attributes: attributes, descriptorsSHA256: descriptorsSHA256)
+        }
+        let directory = attributeNames.isEmpty ? nil : SysfsDirectory(syspath)
         return AncestorRecord(
-            syspath: syspath, properties: properties,
-            attributes: (devtype == "usb_device"
-                ? directory?.usbDeviceAttributes(properties) : directory?.attributes(attributeNames)) ?? [:],
-            descriptorsSHA256: devtype == "usb_device" ? directory?.descriptorsHash() ?? "" : "")
+            syspath: syspath, properties: properties, attributes: directory?.attributes(attributeNames) ?? [:])
     }
 
     /// The device's properties that classification reads (``UdevProperty``): looked up one by one, which is much
@@ -148,6 +150,7 @@ final class SysfsDirectory {
     /// sysfs attributes hold at most a page.
     private static let attributeLimit = pageBytes
     private static let descriptorsLimit = 65_536
+    /// The directory that names are opened in; `AT_FDCWD` for files named by their absolute paths.
     private let descriptor: Int32
 
     init?(_ syspath: String) {
@@ -155,7 +158,25 @@ final class SysfsDirectory {
         guard descriptor >= 0 else { return nil }
     }
 
-    deinit { Glibc.close(descriptor) }
+    /// For files named by their absolute paths: nothing is opened but the files.
+    private init() { descriptor = AT_FDCWD }
+
+    deinit { if descriptor >= 0 { Glibc.close(descriptor) } }
+
+    /// A `usb_device`'s attributes (those its properties tell, the others read: ``usbDeviceAttributes(_:)``) and its
+    /// descriptors' hash (empty when unreadable: the device is gone). When its properties tell every attribute
+    /// (udev's `usb_id` and accmon's udev rules give them all), only `descriptors` is read, opened by its path: one
+    /// `openat` and one `close` instead of two each.
+    static func usbDevice(
+        at syspath: String, properties: UdevProperties
+    ) -> (attributes: SysfsAttributes, descriptorsSHA256: String) {
+        let known = AccmonCore.usbDeviceAttributes(fromProperties: properties)
+        if SysfsAttribute.usbDevice.allSatisfy({ known[$0] != nil }) {
+            return (known, SysfsDirectory().descriptorsHash(file: syspath + "/descriptors"))
+        }
+        guard let directory = SysfsDirectory(syspath) else { return (known, "") }
+        return (directory.usbDeviceAttributes(properties), directory.descriptorsHash())
+    }
 
     func attributes(_ names: [SysfsAttribute]) -> SysfsAttributes {
         var attributes = SysfsAttributes()
@@ -186,9 +207,9 @@ final class SysfsDirectory {
     }
 
     /// The SHA-256 of a USB device's raw descriptors (binary, so read whole, not as text); empty when unreadable.
-    func descriptorsHash() -> String {
+    func descriptorsHash(file: String = "descriptors") -> String {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.descriptorsLimit) { buffer in
-            guard let count = read("descriptors", into: buffer, wholeInOneRead: false), count > 0 else { return "" }
+            guard let count = read(file, into: buffer, wholeInOneRead: false), count > 0 else { return "" }
             // try?: without libcrypto's answer the hash is unknown.
             return (try? SHA256.hexDigest(UnsafeBufferPointer(rebasing: buffer[..<count]))) ?? ""
         }

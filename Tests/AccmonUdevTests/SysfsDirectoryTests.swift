@@ -64,6 +64,38 @@ struct SysfsDirectoryTests {
             sysfs.usbDeviceAttributes([.product: "SYNC/0/0", .type: "0/0/0"]) == expected("1209", "0001", "0100", "ff"))
     }
 
+    /// When the properties tell every attribute, only `descriptors` is read (by its path); otherwise the directory's
+    /// files fill in the rest. A device whose directory is gone keeps what its properties tell, with no hash.
+    @Test func aUSBDeviceWhosePropertiesTellEverythingReadsItsDescriptorsOnly() throws {
+        let directory = try TemporaryDirectory()
+        for (name, value) in ["removable": "fixed\n", "bDeviceClass": "ff\n", "serial": "FILE\n"] {
+            try Data(value.utf8).write(to: URL(fileURLWithPath: directory.file(name)))
+        }
+        let descriptors: [UInt8] = [0x12, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x40]
+        try Data(descriptors).write(to: URL(fileURLWithPath: directory.file("descriptors")))
+        let hash = try SHA256.hexDigest(descriptors)
+        let everything: UdevProperties = [
+            .product: "1209/1/100", .type: "0/0/0", .vendorEncoded: "accmon", .vendor: "accmon",
+            .modelEncoded: "Board", .model: "Board", .serialShort: "S1", .accmonRemovable: "removable",
+        ]
+        let told = usbDeviceAttributes(fromProperties: everything)
+        #expect(SysfsAttribute.usbDevice.allSatisfy { told[$0] != nil }, "\(told)")
+        let fromProperties = SysfsDirectory.usbDevice(at: directory.path, properties: everything)
+        #expect(fromProperties.attributes == told && fromProperties.descriptorsSHA256 == hash)
+        // Without ACCMON_REMOVABLE, `removable` comes from its file (which here disagrees, to tell them apart).
+        var withoutRule = everything
+        withoutRule[.accmonRemovable] = nil
+        let read = SysfsDirectory.usbDevice(at: directory.path, properties: withoutRule)
+        #expect(read.attributes[.removable] == "fixed" && read.attributes[.serial] == "S1")
+        #expect(read.descriptorsSHA256 == hash)
+        let gone = directory.file("gone")
+        #expect(SysfsDirectory.usbDevice(at: gone, properties: everything) == (told, ""))
+        #expect(
+            SysfsDirectory.usbDevice(at: gone, properties: withoutRule) == (
+                usbDeviceAttributes(fromProperties: withoutRule), ""
+            ))
+    }
+
     @Test func theDescriptorsHashCoversEveryByte() throws {
         let directory = try TemporaryDirectory()
         var bytes: [UInt8] = []

@@ -38,7 +38,8 @@ struct UsbIdAgreementTests {
             for (name, text) in files { try Data(text.utf8).write(to: URL(fileURLWithPath: directory.file(name))) }
             let sysfs = try #require(SysfsDirectory(directory.path))
             let taken = usbDeviceAttributes(fromProperties: properties)
-            for property in [UdevProperty.vendorEncoded, .modelEncoded] where properties[property]?.utf8.count ?? 0 >= 253 {
+            for property in [UdevProperty.vendorEncoded, .modelEncoded]
+            where properties[property]?.utf8.count ?? 0 >= 253 {
                 cutByUdev += 1
             }
             for attribute in [SysfsAttribute.manufacturer, .product, .serial] where taken[attribute] != nil {
@@ -52,7 +53,8 @@ struct UsbIdAgreementTests {
                         attributes: attributes))
             }
             #expect(
-                classified(sysfs.usbDeviceAttributes(properties)) == classified(sysfs.attributes(SysfsAttribute.usbDevice)),
+                classified(sysfs.usbDeviceAttributes(properties))
+                    == classified(sysfs.attributes(SysfsAttribute.usbDevice)),
                 "device \(device), usb_id's properties \(properties) (ACCMON_TEST_SEED=\(seed))")
         }
         // Not vacuous: most strings are taken from the properties (the rest are cut, missing or ambiguous), and udev
@@ -68,7 +70,9 @@ struct UsbIdAgreementTests {
     static func randomText(_ random: inout SplitMix64) -> String? {
         if random.next(below: 10) == 0 { return nil }
         let plain = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789#+-.:=@")
-        let odd: [Character] = [" ", " ", "_", "\\", "x", "/", ",", "!", "\"", "'", "(", "%", "\t", "\u{7F}", "é", "中", "😀"]
+        let odd: [Character] = [
+            " ", " ", "_", "\\", "x", "/", ",", "!", "\"", "'", "(", "%", "\t", "\u{7F}", "é", "中", "😀",
+        ]
         let long = random.next(below: 6) == 0
         let length = long ? 60 + Int(random.next(below: 67)) : 1 + Int(random.next(below: 24))
         let oddShare = long ? 3 + random.next(below: 7) : random.next(below: 3) == 0 ? 0 : random.next(below: 5)
@@ -76,7 +80,8 @@ struct UsbIdAgreementTests {
         for _ in 0..<length {
             text.append(
                 random.next(below: 10) < oddShare
-                    ? odd[Int(random.next(below: UInt64(odd.count)))] : plain[Int(random.next(below: UInt64(plain.count)))])
+                    ? odd[Int(random.next(below: UInt64(odd.count)))]
+                    : plain[Int(random.next(below: UInt64(plain.count)))])
         }
         return text
     }
@@ -105,7 +110,9 @@ struct UsbIdAgreementTests {
 extension UdevTests {
     @Suite("udev's usb_id properties")
     struct UsbIdProperties {
-        @Test("accmond announces a USB device's strings from udev's usb_id properties when they tell them, else from sysfs")
+        @Test(
+            "accmond announces a USB device's strings from udev's usb_id properties when they tell them, else from sysfs"
+        )
         func stringsFromUsbIdProperties() async throws {
             let scenario = try await UdevScenario.begin()
             // usb_id runs on the attributes as created; then they change behind udev's back (no uevent), so the
@@ -113,7 +120,10 @@ extension UdevTests {
             let devices = [
                 ("exact", ["manufacturer": "  Logi\\x/ tech ", "name": "USB  Optical Mouse", "serial": "AB-12"]),
                 // udev's serial `A_1` may stand for `A 1`, and a cut encoding leaves both unreliable: from sysfs.
-                ("ambiguous", ["manufacturer": String(repeating: "a b ", count: 70), "name": "Mouse", "serial": "A 1"]),
+                (
+                    "ambiguous",
+                    ["manufacturer": String(repeating: "a b ", count: 70), "name": "Mouse", "serial": "A 1"]
+                ),
             ]
             for (name, strings) in devices {
                 var params: [String: Any] = strings
@@ -128,6 +138,29 @@ extension UdevTests {
                 accessories.map { [$0.manufacturer, $0.name, $0.serialNumber] } == [
                     ["Logi\\x/ tech", "USB  Optical Mouse", "AB-12"], ["Changed", "Changed", "CHANGED"],
                 ], "\(scenario.report())")
+        }
+
+        @Test("with accmon's udev rules, accmond takes removable from ACCMON_REMOVABLE and reads only the descriptors")
+        func onlyDescriptorsReadWithAccmonsRule() async throws {
+            let scenario = try await UdevScenario.begin()
+            // usb_id, PRODUCT and TYPE tell every other attribute. `ruled` and `unruled` become fixed behind udev's
+            // back (no uevent): only the one without the rule's property reads that and is left out. `plain` reads
+            // its files as before, and its descriptors' hash must be the one `ruled` read by the file's path.
+            let devices: [(String, [String: Any])] = [
+                ("ruled", ["usb_id": true, "serial": "R1", "properties": ["ACCMON_REMOVABLE": "removable"]]),
+                ("unruled", ["usb_id": true, "serial": "U1"]),
+                ("plain", ["usb_id": true, "serial": "P1"]),
+            ]
+            for (name, params) in devices {
+                try await scenario.harness.add("noserial", name, params: params, events: false)
+                try await scenario.harness.set(
+                    name, attributes: name == "plain" ? [:] : ["removable": "fixed"], uevent: "add")
+            }
+            let accessories = try await scenario.next(2).map(\.accessory)
+            #expect(accessories.map(\.serialNumber) == ["R1", "P1"], "\(scenario.report())")
+            #expect(
+                accessories.count == 2 && accessories[0].descriptorsSHA256.count == 64
+                    && accessories[0].descriptorsSHA256 == accessories[1].descriptorsSHA256, "\(accessories)")
         }
     }
 }
