@@ -217,12 +217,7 @@ struct Plugger {
             leaving.close()
             try back.send(#"{"type":"hello","id":1,"versions":[1],"restoreID":"handover"}"# + "\n")
         }
-        var lines: [[String: Any]] = []
-        while lines.count < 10, let object = await back.readObject() {
-            lines.append(object)
-            if object["type"] as? String == "restored" { break }
-        }
-        #expect(lines.first?["restored"] as? Bool == true, "\(lines)")
+        let lines = await reclaimLines(back)
         let restore = lines.first { $0["type"] as? String == "restore" }
         let state = (restore?["accessories"] as? [[String: Any]])?.compactMap { $0["connectionID"] as? Int }
         let replayed = lines.filter { $0["type"] as? String == "connect" }.compactMap {
@@ -272,15 +267,20 @@ struct Plugger {
             (try? back.send(#"{"type":"hello","id":1,"versions":[1],"restoreID":""# + restoreID + #""}"# + "\n"))
                 != nil
         else { return [nil] }
+        return await reclaimLines(back).filter { $0["type"] as? String == "connect" }.map {
+            ($0["accessory"] as? [String: Any])?["connectionID"] as? Int
+        }
+    }
+
+    /// What a `hello` that reclaims a kept session gets on `socket`, up to `restored`; expects `"restored":true`.
+    private func reclaimLines(_ socket: RawSocket) async -> [[String: Any]] {
         var lines: [[String: Any]] = []
-        while lines.count < 10, let object = await back.readObject() {
+        while lines.count < 10, let object = await socket.readObject() {
             lines.append(object)
             if object["type"] as? String == "restored" { break }
         }
         #expect(lines.first?["restored"] as? Bool == true, "\(lines)")
-        return lines.filter { $0["type"] as? String == "connect" }.map {
-            ($0["accessory"] as? [String: Any])?["connectionID"] as? Int
-        }
+        return lines
     }
 
     @Test func anotherUserCannotClaimARestoreID() async throws {

@@ -24,7 +24,7 @@ struct UdevRulesAgreementTests {
             Device(removable: "unknown\n", bDeviceClass: "00"), Device(removable: "fixed", bDeviceClass: "00"),
             Device(removable: nil, bDeviceClass: "00"), Device(removable: "removable\n", bDeviceClass: "09"),
         ]
-        let answers = try Self.ruleProperties(devices)
+        let answers = try ReferenceScript(name: "udev_rules.py").udevProperties(devices)
         var outcomes: [String] = []
         for (number, (device, properties)) in zip(devices, answers).enumerated() {
             let directory = try TemporaryDirectory()
@@ -60,25 +60,5 @@ struct UdevRulesAgreementTests {
                 "accessory", "an internal (non-removable) device", "accessory", "an internal (non-removable) device",
                 "accessory", "a hub",
             ])
-    }
-
-    /// The properties udev sets for each device with accmon's rules (those accmond reads).
-    static func ruleProperties(_ devices: [Device]) throws -> [UdevProperties] {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/udevadm") else {
-            throw UdevTestError(description: "udevadm is missing (Debian: apt-get install udev)")
-        }
-        let encoder = JSONEncoder()
-        let lines = try ReferenceScript(name: "udev_rules.py").answers(
-            devices.map { String(decoding: try encoder.encode($0), as: UTF8.self) })
-        return try lines.map { line in
-            let answer = try JSONDecoder().decode([String: [String: String]].self, from: Data(line.utf8))
-            var properties = UdevProperties()
-            for property in UdevProperty.allCases {
-                if let hex = answer["properties"]?[property.name] {
-                    properties[property] = MonitorMessageAgreementTests.fromHex(hex)
-                }
-            }
-            return properties
-        }
     }
 }

@@ -26,7 +26,7 @@ struct UsbIdAgreementTests {
                 manufacturer: Self.randomText(&random), product: Self.randomText(&random),
                 serial: Self.randomText(&random))
         }
-        let answers = try Self.usbIdProperties(devices)
+        let answers = try ReferenceScript(name: "usb_id.py").udevProperties(devices)
         var fromProperties: [SysfsAttribute: Int] = [:]
         var cutByUdev = 0
         for (number, (device, properties)) in zip(devices, answers).enumerated() {
@@ -84,26 +84,6 @@ struct UsbIdAgreementTests {
                     : plain[Int(random.next(below: UInt64(plain.count)))])
         }
         return text
-    }
-
-    /// The properties the real `usb_id` builtin sets for each device (those accmond reads).
-    static func usbIdProperties(_ devices: [Device]) throws -> [UdevProperties] {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/udevadm") else {
-            throw UdevTestError(description: "udevadm is missing (Debian: apt-get install udev)")
-        }
-        let encoder = JSONEncoder()
-        let lines = try ReferenceScript(name: "usb_id.py").answers(
-            devices.map { String(decoding: try encoder.encode($0), as: UTF8.self) })
-        return try lines.map { line in
-            let answer = try JSONDecoder().decode([String: [String: String]].self, from: Data(line.utf8))
-            var properties = UdevProperties()
-            for property in UdevProperty.allCases {
-                if let hex = answer["properties"]?[property.name] {
-                    properties[property] = MonitorMessageAgreementTests.fromHex(hex)
-                }
-            }
-            return properties
-        }
     }
 }
 

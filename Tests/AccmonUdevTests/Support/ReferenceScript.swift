@@ -1,3 +1,4 @@
+import AccmonCore
 import Foundation
 
 /// A script in `tests/umockdev/` that gives the real udev's answers (libudev's, `usb_id`'s) for the suite to compare
@@ -35,5 +36,27 @@ struct ReferenceScript {
             throw UdevTestError(description: "\(name) answered \(lines.count) of \(questions.count): \(errorText)")
         }
         return lines
+    }
+}
+
+extension ReferenceScript {
+    /// The answers of a script that runs udev (`udevadm`) on one device per question and answers
+    /// `{"properties": {NAME: VALUE in hex}}`: the properties accmond reads (``UdevProperty``), per device.
+    func udevProperties<Device: Encodable>(_ devices: [Device]) throws -> [UdevProperties] {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/udevadm") else {
+            throw UdevTestError(description: "udevadm is missing (Debian: apt-get install udev)")
+        }
+        let encoder = JSONEncoder()
+        let lines = try answers(devices.map { String(decoding: try encoder.encode($0), as: UTF8.self) })
+        return try lines.map { line in
+            let answer = try JSONDecoder().decode([String: [String: String]].self, from: Data(line.utf8))
+            var properties = UdevProperties()
+            for property in UdevProperty.allCases {
+                if let hex = answer["properties"]?[property.name] {
+                    properties[property] = MonitorMessageAgreementTests.fromHex(hex)
+                }
+            }
+            return properties
+        }
     }
 }
