@@ -38,11 +38,7 @@ struct UdevRulesAgreementTests {
             let expected = device.removable.map { $0.hasSuffix("\n") ? String($0.dropLast()) : $0 }
             #expect(taken == expected, "device \(device): udev's properties \(properties)")
             func classified(_ attributes: SysfsAttributes) -> Classification {
-                DeviceClassifier.classify(
-                    DeviceRecord(
-                        action: "add", syspath: "/sys/devices/usb1/1-\(number + 2)", subsystem: "usb",
-                        devtype: "usb_device", devnode: "/dev/bus/usb/001/002", properties: properties,
-                        attributes: attributes))
+                classifiedUSBDevice(number: number, properties: properties, attributes: attributes)
             }
             let fromProperties = classified(sysfs.usbDeviceAttributes(properties))
             #expect(

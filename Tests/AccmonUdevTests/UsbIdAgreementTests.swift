@@ -46,11 +46,7 @@ struct UsbIdAgreementTests {
                 fromProperties[attribute, default: 0] += 1
             }
             func classified(_ attributes: SysfsAttributes) -> Classification {
-                DeviceClassifier.classify(
-                    DeviceRecord(
-                        action: "add", syspath: "/sys/devices/usb1/1-\(number + 2)", subsystem: "usb",
-                        devtype: "usb_device", devnode: "/dev/bus/usb/001/002", properties: properties,
-                        attributes: attributes))
+                classifiedUSBDevice(number: number, properties: properties, attributes: attributes)
             }
             #expect(
                 classified(sysfs.usbDeviceAttributes(properties))
@@ -143,4 +139,14 @@ extension UdevTests {
                     && accessories[0].descriptorsSHA256 == accessories[1].descriptorsSHA256, "\(accessories)")
         }
     }
+}
+
+/// How the classifier takes the `add` of USB device `1-(number + 2)` with these properties and attributes. The
+/// agreement suites classify each device twice, from udev's properties plus the files still read and from the files
+/// alone, and compare.
+func classifiedUSBDevice(number: Int, properties: UdevProperties, attributes: SysfsAttributes) -> Classification {
+    DeviceClassifier.classify(
+        DeviceRecord(
+            action: "add", syspath: "/sys/devices/usb1/1-\(number + 2)", subsystem: "usb", devtype: "usb_device",
+            devnode: "/dev/bus/usb/001/002", properties: properties, attributes: attributes))
 }
