@@ -56,7 +56,7 @@ final class Broker {
     /// Sessions with output queued since the last flush, in the order they got it: a request's events reach the
     /// subscribers before its reply reaches the requester.
     private var pendingFlush: [Session] = []
-    /// Sessions to close at the end of this turn (each has its `closeReason`), in the order they were closed.
+    /// Sessions to close at the end of this turn, in the order they were closed.
     private var pendingClose: [Session] = []
 
     init(
@@ -686,7 +686,6 @@ final class Broker {
             sessions.removeValue(forKey: session.number)
             poller.remove(session.descriptor)
             session.descriptor.close()
-            logger.debug("client disconnected: \(session.closeReason ?? "")", session.metadata)
             preserveIfRestorable(session)
         }
         pendingClose.removeAll(keepingCapacity: true)
@@ -744,9 +743,10 @@ final class Broker {
 
     private func close(_ session: Session, reason: String, level: LogLevel = .debug) {
         guard !session.isClosing else { return }
-        session.closeReason = reason
+        session.isClosing = true
         pendingClose.append(session)
         if level > .debug { logger.log(level, reason, session.metadata) }
+        logger.debug("client disconnected: \(reason)", session.metadata)
     }
 
     private func receiveSignals() {

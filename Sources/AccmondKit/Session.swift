@@ -54,8 +54,8 @@ final class Session {
     var memory: SessionMemory?
     /// When the client last sent bytes or took some (monotonic nanoseconds).
     var lastActivity: UInt64
-    /// Why the broker closes the session at the end of this loop turn; `nil` while it stays open.
-    var closeReason: String?
+    /// Whether the broker closes the session at the end of this loop turn: nothing more is read, handled or written.
+    var isClosing = false
 
     init(number: UInt64, descriptor: FileDescriptor, peer: PeerCredentials?, outboundLimit: Int, now: UInt64) {
         self.number = number
@@ -65,9 +65,6 @@ final class Session {
         self.outbound = OutboundQueue(limit: outboundLimit)
         self.lastActivity = now
     }
-
-    /// Whether the broker closes the session at the end of this loop turn: nothing more is read, handled or written.
-    var isClosing: Bool { closeReason != nil }
 
     /// Whether an event about `accessory`, on which the manifest gave `verdict`, is this session's: it is subscribed,
     /// its principal may see the accessory, and its filter matches it. A closing session still gets its events: a
