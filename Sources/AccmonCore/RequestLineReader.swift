@@ -7,8 +7,10 @@
 /// line. It gives `nil`, and leaves the line to JSONDecoder, for anything else: invalid JSON or UTF-8; a known member
 /// of a type other than the one its request reads, even in a request that does not read it (`null` is taken where the
 /// request takes it as absent); a missing or invalid field; an unknown type; a duplicate key; a key with an escape or
-/// a non-ASCII character; a number other than a plain integer that fits (`1.0`, `1e2` and `-0` among them); nesting
-/// deeper than ``maximumDepth``. JSONDecoder then decodes the line or reports the error.
+/// a non-ASCII character; a request type, action or accessory kind written with an escape; a number other than a plain
+/// integer that fits (`1.0`, `1e2` and `-0` among them); nesting deeper than ``maximumDepth``; more than 32 keys in
+/// the objects open at once (each object's keys are kept until it ends, to find a duplicate; a request has at most 17
+/// in its accessory and 4 around it). JSONDecoder then decodes the line or reports the error.
 enum RequestLineReader {
     /// The deepest nesting of objects and arrays read, the request object included; deeper lines are left to
     /// JSONDecoder.
@@ -17,23 +19,26 @@ enum RequestLineReader {
     /// The message `line` (without its newline) holds, or `nil` when the line is left to JSONDecoder.
     static func message(_ line: UnsafeBufferPointer<UInt8>) -> ClientMessage? {
         var cursor = Cursor(bytes: line)
-        cursor.keys.reserveCapacity(32)
         guard let message = cursor.message() else { return nil }
         cursor.skipWhitespace()
         return cursor.position == line.count ? message : nil
     }
 }
 
-/// The key of an object member: its bytes, ASCII without escapes. It matches a string literal in a `case`.
-private struct MemberKey: Equatable {
+/// The bytes of a JSON string of printable ASCII without escapes, in the line: an object's key, or a value from a fixed
+/// set (a request's type or action, an accessory's kind), which needs no `String`. It matches a string literal in a
+/// `case`.
+private struct PlainString: Equatable {
     let bytes: UnsafeBufferPointer<UInt8>
 
-    static func ~= (name: StaticString, key: MemberKey) -> Bool {
+    static var empty: PlainString { PlainString(bytes: UnsafeBufferPointer(start: nil, count: 0)) }
+
+    static func ~= (name: StaticString, key: PlainString) -> Bool {
         name.utf8CodeUnitCount == key.bytes.count
             && memoryEquals(name.utf8Start, key.bytes.baseAddress, key.bytes.count)
     }
 
-    static func == (lhs: MemberKey, rhs: MemberKey) -> Bool {
+    static func == (lhs: PlainString, rhs: PlainString) -> Bool {
         lhs.bytes.count == rhs.bytes.count
             && memoryEquals(lhs.bytes.baseAddress, rhs.bytes.baseAddress, lhs.bytes.count)
     }
@@ -49,14 +54,16 @@ private struct Cursor {
     var position = 0
     /// How many objects and arrays enclose the position.
     var depth = 0
-    /// The keys read so far in each object that encloses the position, the outermost object's first.
-    var keys: [MemberKey] = []
+    /// The keys read so far in each object that encloses the position, the outermost object's first: the first
+    /// `openKeys` of these. Inline, since an array cost an allocation per request.
+    var keys = InlineArray<32, PlainString>(repeating: .empty)
+    var openKeys = 0
 
     // MARK: Requests
 
     /// The request object; `nil` when it is not one this reader is sure of.
     mutating func message() -> ClientMessage? {
-        var type: String?
+        var type: PlainString?
         var id: RequestID?
         var versions: [Int]?
         var client: String?
@@ -64,12 +71,12 @@ private struct Cursor {
         var filter: AccessoryFilter?
         var includeRejected: Bool?
         var sequence: UInt64?
-        var action: String?
+        var action: PlainString?
         var accessory: Accessory?
         var connectionID: UInt64?
         let isObject = forEachMember { cursor, key in
             switch key {
-            case "type": return cursor.read(&type) { $0.string() }
+            case "type": return cursor.read(&type) { $0.plainString() }
             case "id": return cursor.readNullable(&id) { $0.requestID() }
             case "versions": return cursor.read(&versions) { $0.integers() }
             case "client": return cursor.readNullable(&client) { $0.string() }
@@ -77,23 +84,22 @@ private struct Cursor {
             case "filter": return cursor.readNullable(&filter) { $0.filter() }
             case "all": return cursor.readNullable(&includeRejected) { $0.boolean() }
             case "seq": return cursor.read(&sequence) { $0.unsignedInteger() }
-            case "action": return cursor.read(&action) { $0.string() }
+            case "action": return cursor.read(&action) { $0.plainString() }
             case "accessory": return cursor.readNullable(&accessory) { $0.accessory() }
             case "connectionID": return cursor.readNullable(&connectionID) { $0.unsignedInteger() }
             default: return cursor.skipValue()
             }
         }
-        guard isObject, var type else { return nil }
+        guard isObject, let type else { return nil }
         func validFilter() -> AccessoryFilter? {
             let filter = filter ?? .all
             return filter.validationProblem() == nil ? filter : nil
         }
-        // The type's bytes against each name, the frequent ones first: a String comparison that fails takes the
-        // standard library's slow path.
-        let request = type.withUTF8 { type -> ClientRequest? in
-            switch MemberKey(bytes: type) {
+        // The type's bytes against each name, the frequent ones first.
+        let request = { () -> ClientRequest? in
+            switch type {
             case "simulate":
-                switch action {
+                switch action ?? .empty {
                 case "connect":
                     guard var accessory else { return nil }
                     do {
@@ -126,7 +132,7 @@ private struct Cursor {
             case "status": return .status
             default: return nil
             }
-        }
+        }()
         guard let request else { return nil }
         return ClientMessage(id: id, request)
     }
@@ -136,7 +142,7 @@ private struct Cursor {
         var filter = AccessoryFilter()
         let isObject = forEachMember { cursor, key in
             switch key {
-            case "kind": return cursor.readNullable(&filter.kind) { $0.string().flatMap(AccessoryKind.init(rawValue:)) }
+            case "kind": return cursor.readNullable(&filter.kind) { $0.plainString().flatMap(Self.kind(named:)) }
             case "vendorID": return cursor.readNullable(&filter.vendorID) { $0.string() }
             case "productID": return cursor.readNullable(&filter.productID) { $0.string() }
             case "protocol": return cursor.readNullable(&filter.protocolString) { $0.string() }
@@ -168,7 +174,7 @@ private struct Cursor {
         var descriptorsSHA256: String?
         let isObject = forEachMember { cursor, key in
             switch key {
-            case "kind": return cursor.read(&kind) { $0.string().flatMap(AccessoryKind.init(rawValue:)) }
+            case "kind": return cursor.read(&kind) { $0.plainString().flatMap(Self.kind(named:)) }
             case "accessoryID": return cursor.readNullable(&accessoryID) { $0.string() }
             case "connectionID": return cursor.readNullable(&connectionID) { $0.unsignedInteger() }
             case "name": return cursor.readNullable(&name) { $0.string() }
@@ -196,6 +202,16 @@ private struct Cursor {
             vendorID: vendorID ?? "", productID: productID ?? "", protocolStrings: protocolStrings ?? [],
             deviceNodes: deviceNodes ?? [], sysfsPath: sysfsPath ?? "", portPath: portPath ?? "",
             interfaceNumber: interfaceNumber ?? "", descriptorsSHA256: descriptorsSHA256 ?? "")
+    }
+
+    /// The kind `name` names.
+    static func kind(named name: PlainString) -> AccessoryKind? {
+        switch name {
+        case "usb": .usb
+        case "serial": .serial
+        case "bluetooth-hid": .bluetoothHID
+        default: nil
+        }
     }
 
     /// A request id: a string, or an integer that fits in an `Int64`.
@@ -242,16 +258,18 @@ private struct Cursor {
 
     /// Reads an object, handing each member's key to `member`, which must read the value; fails on a duplicate key,
     /// a key with an escape or a non-ASCII character, too deep a nesting, a syntax error, or when `member` fails.
-    mutating func forEachMember(_ member: (inout Self, MemberKey) -> Bool) -> Bool {
+    mutating func forEachMember(_ member: (inout Self, PlainString) -> Bool) -> Bool {
         guard enter(UInt8(ascii: "{")) else { return false }
         if skip(UInt8(ascii: "}")) { return leave() }
-        let firstKey = keys.count
+        let firstKey = openKeys
         repeat {
-            guard let key = key(), !keys[firstKey...].contains(where: { $0 == key }) else { return false }
-            keys.append(key)
+            guard let key = plainString(), openKeys < keys.count else { return false }
+            for index in firstKey..<openKeys where keys[index] == key { return false }
+            keys[openKeys] = key
+            openKeys += 1
             guard skip(UInt8(ascii: ":")), member(&self, key) else { return false }
         } while skip(UInt8(ascii: ","))
-        keys.removeSubrange(firstKey...)
+        openKeys = firstKey
         return skip(UInt8(ascii: "}")) && leave()
     }
 
@@ -276,15 +294,20 @@ private struct Cursor {
         return true
     }
 
-    /// A key: a string of ASCII characters other than controls, without escapes.
-    private mutating func key() -> MemberKey? {
+    /// A string of ASCII characters other than controls, without escapes: a key, or a value from a fixed set.
+    mutating func plainString() -> PlainString? {
         guard skip(UInt8(ascii: "\"")) else { return nil }
         let start = position
+        while position + 8 <= bytes.count {
+            let word = ByteScan.word(bytes, at: position)
+            if ByteScan.hasJSONSpecial(word) || ByteScan.hasNonASCII(word) { break }
+            position += 8
+        }
         while position < bytes.count {
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
                 position += 1
-                return MemberKey(bytes: UnsafeBufferPointer(rebasing: bytes[start..<position - 1]))
+                return PlainString(bytes: UnsafeBufferPointer(rebasing: bytes[start..<position - 1]))
             }
             guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { return nil }
             position += 1

@@ -107,6 +107,12 @@ import Testing
         #"{"typ\u0065":"status"}"#,  // keys with an escape or non-ASCII
         #"{"type":"status","\u00e9":1}"#,
         #"{"type":"status","é":1}"#,
+        #"{"type":"st\u0061tus"}"#,  // a type, action or kind with an escape
+        #"{"type":"simulate","action":"c\u006fnnect","accessory":{"kind":"usb"}}"#,
+        #"{"type":"simulate","action":"connect","accessory":{"kind":"\u0075sb"}}"#,
+        #"{"type":"subscribe","filter":{"kind":"s\u0065rial"}}"#,
+        // more than 32 keys open at once
+        #"{"type":"status","x":{"# + (0..<40).map { #""k\#($0)":0"# }.joined(separator: ",") + "}}",
         #"{"type":"status","seq":"x"}"#,  // a known member of the wrong type in a request that does not read it
         #"{"type":"status","filter":{"vendor":"1"}}"#,
         #"{"type":"ack","seq":null}"#,  // null where the request requires a value
@@ -130,6 +136,25 @@ import Testing
         let codec = ProtocolCodec()
         #expect(Self.read(line) == nil)
         #expect(codec.decodeClientMessage(line) == codec.decodeClientMessageWithJSONDecoder(line))
+    }
+
+    /// Of the forms left to the JSONDecoder path, those that are valid still decode: a type, action or kind written
+    /// with an escape, or a line with more than 32 keys open at once.
+    @Test func formsLeftToJSONDecoderStillDecode() throws {
+        let codec = ProtocolCodec()
+        func decoded(_ text: String) throws -> ClientRequest {
+            #expect(Self.read(Array(text.utf8)) == nil)
+            return try codec.decodeClientMessage(Array(text.utf8)).get().request
+        }
+        #expect(try decoded(#"{"type":"st\u0061tus"}"#) == .status)
+        #expect(
+            try decoded(#"{"type":"simulate","action":"c\u006fnnect","accessory":{"kind":"\u0075sb"}}"#)
+                == .simulateConnect(Accessory(kind: .usb)))
+        #expect(
+            try decoded(#"{"type":"subscribe","filter":{"kind":"s\u0065rial"}}"#)
+                == .subscribe(AccessoryFilter(kind: .serial), includeRejected: false))
+        let manyKeys = (0..<40).map { #""k\#($0)":0"# }.joined(separator: ",")
+        #expect(try decoded(#"{"type":"status","x":{"# + manyKeys + "}}") == .status)
     }
 
     @Test func readsTheRequestsOfTheFanOutBenchmark() throws {
@@ -196,6 +221,8 @@ private enum WireForm {
         /// A number, as written.
         case number(String)
         case string(String)
+        /// A string written without escapes, as the reader requires of keys, request types, actions and kinds.
+        case plainString(String)
         case array([Value])
         case object([(String, Value)])
     }
@@ -211,7 +238,7 @@ private enum WireForm {
     // MARK: Values
 
     static func value(of message: ClientMessage, using random: inout SplitMix64) -> Value {
-        var members: [(String, Value)] = [("type", .string(message.request.typeName))]
+        var members: [(String, Value)] = [("type", .plainString(message.request.typeName))]
         func optional(_ key: String, _ value: Value?, default isDefault: Bool = false) {
             if let value, !isDefault || Bool.random(using: &random) {
                 members.append((key, value))
@@ -235,10 +262,10 @@ private enum WireForm {
         case .acknowledge(let sequence):
             members.append(("seq", .number(String(sequence))))
         case .simulateConnect(let accessory):
-            members.append(("action", .string("connect")))
+            members.append(("action", .plainString("connect")))
             members.append(("accessory", value(of: accessory, using: &random)))
         case .simulateDisconnect(let connectionID):
-            members.append(("action", .string("disconnect")))
+            members.append(("action", .plainString("disconnect")))
             members.append(("connectionID", .number(String(connectionID.rawValue))))
         case .unsubscribe, .suspend, .resume, .status, .reloadManifest:
             break
@@ -249,11 +276,12 @@ private enum WireForm {
     static func value(of filter: AccessoryFilter, using random: inout SplitMix64) -> Value {
         var members: [(String, Value)] = []
         for (key, part) in [
-            ("kind", filter.kind?.rawValue), ("vendorID", filter.vendorID), ("productID", filter.productID),
-            ("protocol", filter.protocolString),
+            ("kind", filter.kind.map { Value.plainString($0.rawValue) }),
+            ("vendorID", filter.vendorID.map(Value.string)), ("productID", filter.productID.map(Value.string)),
+            ("protocol", filter.protocolString.map(Value.string)),
         ] {
             if let part {
-                members.append((key, .string(part)))
+                members.append((key, part))
             } else if Bool.random(using: &random) {
                 members.append((key, .null))
             }
@@ -262,7 +290,7 @@ private enum WireForm {
     }
 
     static func value(of accessory: Accessory, using random: inout SplitMix64) -> Value {
-        var members: [(String, Value)] = [("kind", .string(accessory.kind.rawValue))]
+        var members: [(String, Value)] = [("kind", .plainString(accessory.kind.rawValue))]
         func optional(_ key: String, _ value: Value, isDefault: Bool) {
             if !isDefault || Bool.random(using: &random) {
                 members.append((key, value))
@@ -328,6 +356,7 @@ private enum WireForm {
         case .boolean(let value): out += value ? "true" : "false"
         case .number(let text): out += text
         case .string(let text): string(text, into: &out, using: &random)
+        case .plainString(let text): string(text, into: &out, using: &random, escapingAtRandom: false)
         case .array(let elements):
             out += "["
             for (index, element) in elements.enumerated() {
