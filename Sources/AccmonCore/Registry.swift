@@ -34,22 +34,20 @@ public struct Registry: Sendable {
     ///   this key (its properties are updated in place, its connection id kept); a disconnect then a connect when a
     ///   different accessory replaced it without a detach.
     public mutating func attach(key: String, _ accessory: Accessory) -> [AccessoryEvent] {
-        var events: [AccessoryEvent] = []
-        if let current = connected[key] {
-            if current.accessoryID == accessory.accessoryID && current.kind == accessory.kind {
-                var updated = accessory
-                updated.connectionID = current.connectionID
-                connected[key] = updated
-                return []
-            }
-            events += detach(key: key)
-        }
+        // Stored under the next connection id at once: a new key, the usual case, is then hashed only once.
         var new = accessory
         new.connectionID = ConnectionID(nextConnectionID)
+        guard let current = connected.updateValue(new, forKey: key) else {
+            nextConnectionID += 1
+            return [issue(.connect, new)]
+        }
+        if current.accessoryID == accessory.accessoryID && current.kind == accessory.kind {
+            new.connectionID = current.connectionID
+            connected[key] = new
+            return []
+        }
         nextConnectionID += 1
-        connected[key] = new
-        events.append(issue(.connect, new))
-        return events
+        return [issue(.disconnect, current), issue(.connect, new)]
     }
 
     /// Records that the device under `key` is gone.
