@@ -298,11 +298,6 @@ private struct Cursor {
     mutating func plainString() -> PlainString? {
         guard skip(UInt8(ascii: "\"")) else { return nil }
         let start = position
-        while position + 8 <= bytes.count {
-            let word = ByteScan.word(bytes, at: position)
-            if ByteScan.hasJSONSpecial(word) || ByteScan.hasNonASCII(word) { break }
-            position += 8
-        }
         while position < bytes.count {
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
