@@ -82,11 +82,8 @@ package enum EventLineWriter {
     /// A JSON string as JSONEncoder writes it: `"` and `\` escaped, control characters as `\b \t \n \f \r` or
     /// `\u00xx`, everything else (slashes, DEL, non-ASCII) as UTF-8.
     package static func string(_ value: String, into out: inout JSONOutput) {
-        let wasContiguous = value.utf8.withContiguousStorageIfAvailable { bytes in
-            escaped(bytes, into: &out)
-            return true
-        }
-        if wasContiguous == nil { Array(value.utf8).withUnsafeBufferPointer { escaped($0, into: &out) } }
+        var value = value  // withUTF8 may make a lazy string contiguous: on a copy
+        value.withUTF8 { escaped($0, into: &out) }
     }
 
     /// `bytes` as a JSON string. Room for the worst case (every byte six) is made first, then the bytes are copied in
