@@ -2,13 +2,14 @@
 """Fan-out: each event to 1, 10, 100 and 1,000 subscribers, accmond next to a minimal C sender in the same run.
 
 For each subscriber count and repeat: a fresh `accmond --simulate --no-udev`, measured by bench/tools/fanout (raw
-subscriber sockets that say hello and subscribe, and a driver that sends `simulate connect` requests), then the
+subscriber sockets that say hello and subscribe, and a driver that sends `simulate connect` requests), and the
 minimal sender (`fanout serve`: same socket kind, same line length as accmond's event line, one batched send per
-subscriber per epoll turn) measured the same way. Figures: deliveries per second with requests back to back, and the
+subscriber per epoll turn) measured the same way; accmond first in even repeats, the minimal sender first in odd
+ones (with the line length of the repeat before). Figures: deliveries per second with requests back to back, and the
 time from the request until the first and the last subscriber has read the event (single events). Prints a JSON line
 per run and a summary per subscriber count with the medians and accmond / minimal sender.
 
-Usage: fanout.py BIN_DIR TOOLS_DIR [--counts 1,10,100,1000] [--repeats R] [--rounds N]
+Usage: fanout.py BIN_DIR TOOLS_DIR [--counts 1,10,100,1000] [--repeats R (11)] [--rounds N]
 """
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
 
@@ -19,7 +20,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("bin_dir")
 parser.add_argument("tools_dir")
 parser.add_argument("--counts", default="1,10,100,1000")
-parser.add_argument("--repeats", type=int, default=3)
+parser.add_argument("--repeats", type=int, default=11)
 parser.add_argument("--rounds", type=int, default=30)
 options = parser.parse_args()
 raise_fd_limit()
@@ -39,26 +40,39 @@ def measure(socket_path, count):
 
 
 summary = {}
+line_bytes = None  # accmond's event line size, from the last repeat that measured it
 for count in [int(value) for value in options.counts.split(",")]:
     for repeat in range(options.repeats):
         work = tempfile.mkdtemp(prefix="accmon-bench-fanout-")
         try:
-            socket_path = os.path.join(work, "accmon.sock")
-            daemon = subprocess.Popen(
-                [f"{options.bin_dir}/accmond", "--socket", socket_path, "--simulate", "--no-udev", "--log-level",
-                 "warning"] + accmond_arguments(options.bin_dir, work), stderr=subprocess.DEVNULL)
-            try:
-                wait_for_socket(socket_path)
-                accmond = measure(socket_path, count)
-            finally:
-                stop(daemon)
-            raw_path = os.path.join(work, "raw.sock")
-            server = subprocess.Popen([fanout, "serve", raw_path, str(accmond["event_bytes"])])
-            try:
-                wait_for_socket(raw_path)
-                raw = measure(raw_path, count)
-            finally:
-                stop(server)
+            def measure_accmond():
+                socket_path = os.path.join(work, "accmon.sock")
+                daemon = subprocess.Popen(
+                    [f"{options.bin_dir}/accmond", "--socket", socket_path, "--simulate", "--no-udev", "--log-level",
+                     "warning"] + accmond_arguments(options.bin_dir, work), stderr=subprocess.DEVNULL)
+                try:
+                    wait_for_socket(socket_path)
+                    return measure(socket_path, count)
+                finally:
+                    stop(daemon)
+
+            def measure_minimal_sender(event_bytes):
+                raw_path = os.path.join(work, "raw.sock")
+                server = subprocess.Popen([fanout, "serve", raw_path, str(event_bytes)])
+                try:
+                    wait_for_socket(raw_path)
+                    return measure(raw_path, count)
+                finally:
+                    stop(server)
+
+            # Which goes first alternates, so that a drift in the machine's load within a repeat favours neither.
+            if repeat % 2 == 1 and line_bytes:
+                raw = measure_minimal_sender(line_bytes)
+                accmond = measure_accmond()
+            else:
+                accmond = measure_accmond()
+                raw = measure_minimal_sender(accmond["event_bytes"])
+            line_bytes = accmond["event_bytes"]
         finally:
             shutil.rmtree(work, ignore_errors=True)
         for tool, figures in (("accmond", accmond), ("minimal-sender", raw)):

@@ -3,7 +3,7 @@
 # measurement on stdout (progress on stderr). See bench/README.md.
 #
 #   BENCH_SUITES   which to run, of: stream fanout memory startup instructions sysfs (default: all six)
-#   BENCH_REPEATS  repeats of each measurement (default 3; startup 5)
+#   BENCH_REPEATS  repeats of each measurement (default 3; at least 5 for start-up, 11 for fan-out)
 #   BENCH_SCRATCH  the build directory (default /tmp/accmon-bench-build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +39,7 @@ for suite in $SUITES; do
     echo "bench: $suite" >&2
     case $suite in
         stream) /usr/bin/python3 bench/udev_stream.py "$BIN" "$TOOLS" "$CLIENT" --repeats "$REPEATS" ;;
-        fanout) /usr/bin/python3 bench/fanout.py "$BIN" "$TOOLS" --repeats "$REPEATS" ;;
+        fanout) /usr/bin/python3 bench/fanout.py "$BIN" "$TOOLS" --repeats "$(( REPEATS > 11 ? REPEATS : 11 ))" ;;
         memory) /usr/bin/python3 bench/memory.py "$BIN" --repeats "$REPEATS" ;;
         startup) /usr/bin/python3 bench/startup.py "$BIN" --repeats "$(( REPEATS > 5 ? REPEATS : 5 ))" ;;
         instructions) /usr/bin/python3 bench/instructions.py "$BIN" "$TOOLS" "$CLIENT" ;;
