@@ -9,8 +9,8 @@
 /// request takes it as absent); a missing or invalid field; an unknown type; a duplicate key; a key with an escape or
 /// a non-ASCII character; a request type, action or accessory kind written with an escape; a number other than a plain
 /// integer that fits (`1.0`, `1e2` and `-0` among them); nesting deeper than ``maximumDepth``; more than 32 keys in
-/// the objects open at once (each object's keys are kept until it ends, to find a duplicate; a request has at most 17
-/// in its accessory and 4 around it). JSONDecoder then decodes the line or reports the error.
+/// the objects open at once (each object's keys are kept until it ends, to find a duplicate; a `simulate` request has 4,
+/// and at most 17 in its accessory). JSONDecoder then decodes the line or reports the error.
 enum RequestLineReader {
     /// The deepest nesting of objects and arrays read, the request object included; deeper lines are left to
     /// JSONDecoder.
