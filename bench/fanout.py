@@ -6,8 +6,9 @@ subscriber sockets that say hello and subscribe, and a driver that sends `simula
 minimal sender (`fanout serve`: same socket kind, same line length as accmond's event line, one batched send per
 subscriber per epoll turn) measured the same way; accmond first in even repeats, the minimal sender first in odd
 ones (with the line length of the repeat before). Figures: deliveries per second with requests back to back, and the
-time from the request until the first and the last subscriber has read the event (single events). Prints a JSON line
-per run and a summary per subscriber count with the medians and accmond / minimal sender.
+time from the request until the first and the last subscriber has read the event (single events), and the server's
+CPU time per event in each phase (all its threads' schedstat). Prints a JSON line per run and a summary per subscriber
+count with the medians and accmond / minimal sender.
 
 Usage: fanout.py BIN_DIR TOOLS_DIR [--counts 1,10,100,1000] [--repeats R (11)] [--rounds N]
 """
@@ -81,7 +82,8 @@ for count in [int(value) for value in options.counts.split(",")]:
     runs = summary[count]
     record = {"bench": "fanout-summary", "tool": "accmond", "baseline": "minimal-sender", "subscribers": count,
               "repeats": len(runs), "events": runs[0][0]["events"], "event_bytes": runs[0][0]["event_bytes"]}
-    for key in ("deliveries_per_s", "first_subscriber_p50_us", "last_subscriber_p50_us", "last_subscriber_p99_us"):
+    for key in ("deliveries_per_s", "first_subscriber_p50_us", "last_subscriber_p50_us", "last_subscriber_p99_us",
+                "server_cpu_us_per_single_event", "server_cpu_us_per_burst_event"):
         record[key] = median([a[key] for a, _ in runs])
         record[f"baseline_{key}"] = median([b[key] for _, b in runs])
     record["ratio_deliveries"] = round(median([a["deliveries_per_s"] / b["deliveries_per_s"] for a, b in runs]), 3)

@@ -5,8 +5,10 @@
  *     socket that sends `simulate connect` requests (each a new accessory). Then:
  *       ROUNDS single events, one at a time: the time from the request's send until the first and until the last
  *       subscriber has read the event;
- *       EVENTS requests back to back: deliveries per second, SUBSCRIBERS * EVENTS / (last read - first send).
- *     Prints one JSON line. The same program measures accmond and the minimal sender below, in the same way.
+ *       EVENTS requests back to back: deliveries per second, SUBSCRIBERS * EVENTS / (last read - first send);
+ *     and the server's CPU time per event in each of the two (the server's pid from SO_PEERCRED, the CPU time from
+ *     /proc/PID/task/TID/schedstat). Prints one JSON line. The same program measures accmond and the minimal sender
+ *     below, in the same way.
  *
  *   fanout serve SOCKET LINE_BYTES
  *     The minimal sender, the physical limit: listens on SOCKET; a connection that sends a line with "subscribe" is
@@ -16,6 +18,7 @@
  *     That is what accmond does (encode once, same bytes for all, batched writes), minus everything else.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -91,6 +94,28 @@ static double percentile_us(uint64_t *values, int count, double fraction) {
     return (double)values[index] / 1000.0;
 }
 
+/* The CPU time (ns) the process `pid` has run, all its threads: the first field of each task's schedstat. */
+static uint64_t cpu_ns_of(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *tasks = opendir(path);
+    if (!tasks) die("opendir /proc/PID/task");
+    uint64_t total = 0;
+    struct dirent *task;
+    while ((task = readdir(tasks))) {
+        if (task->d_name[0] == '.') continue;
+        char stat_path[300];
+        snprintf(stat_path, sizeof stat_path, "/proc/%d/task/%s/schedstat", (int)pid, task->d_name);
+        FILE *file = fopen(stat_path, "r");
+        if (!file) continue; /* the thread ended */
+        unsigned long long ns = 0;
+        if (fscanf(file, "%llu", &ns) == 1) total += ns;
+        fclose(file);
+    }
+    closedir(tasks);
+    return total;
+}
+
 /* ---------------------------------------------------------------------------------------------------------------- */
 /* measure */
 
@@ -124,6 +149,10 @@ static int measure(const char *path, int count, long events, int rounds) {
     if (connect(driver, (struct sockaddr *)&address, sizeof address) < 0) die("connect driver");
     const char *driver_hello = "{\"type\":\"hello\",\"id\":1,\"versions\":[1],\"client\":\"fanout-driver\"}\n";
     send_all(driver, driver_hello, strlen(driver_hello));
+    /* The server's process, whose CPU time each phase measures. */
+    struct ucred server;
+    socklen_t server_length = sizeof server;
+    if (getsockopt(driver, SOL_SOCKET, SO_PEERCRED, &server, &server_length) < 0) die("SO_PEERCRED");
     struct epoll_event driver_interest = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
     epoll_ctl(epoll, EPOLL_CTL_ADD, driver, &driver_interest);
 
@@ -184,6 +213,7 @@ static int measure(const char *path, int count, long events, int rounds) {
     char request[512];
     long sent = 0;
     uint64_t *firsts = calloc((size_t)rounds + 1, sizeof(uint64_t)), *lasts = calloc((size_t)rounds + 1, sizeof(uint64_t));
+    uint64_t cpu_before_rounds = cpu_ns_of(server.pid);
     for (int round = 0; round < rounds; round++) {
         int length = snprintf(request, sizeof request,
                               "{\"type\":\"simulate\",\"id\":%ld,\"action\":\"connect\",\"accessory\":{\"kind\":\"usb\","
@@ -200,6 +230,7 @@ static int measure(const char *path, int count, long events, int rounds) {
         lasts[round] = last_read - start;
         usleep(2000);
     }
+    uint64_t cpu_rounds = cpu_ns_of(server.pid) - cpu_before_rounds;
     /* Back to back: a thread writes every request (blocking) while this one reads the replies and the events. */
     static char batch[1 << 24];
     size_t used = 0;
@@ -215,18 +246,22 @@ static int measure(const char *path, int count, long events, int rounds) {
     first_read = last_read = 0;
     struct batch_job job = {driver, batch, used};
     pthread_t writer;
+    uint64_t cpu_before_burst = cpu_ns_of(server.pid);
     uint64_t start = now_ns();
     pthread_create(&writer, NULL, write_batch, &job);
     PUMP(complete == count, 120);
     pthread_join(writer, NULL);
+    uint64_t cpu_burst = cpu_ns_of(server.pid) - cpu_before_burst;
     double seconds = (double)(last_read - start) / 1e9;
     double p50_last = percentile_us(lasts, rounds, 0.5), p99_last = percentile_us(lasts, rounds, 0.99);
     double p50_first = percentile_us(firsts, rounds, 0.5);
     printf("{\"subscribers\":%d,\"events\":%ld,\"rounds\":%d,\"deliveries_per_s\":%.0f,\"events_per_s\":%.0f,"
            "\"burst_seconds\":%.4f,\"first_subscriber_p50_us\":%.1f,\"last_subscriber_p50_us\":%.1f,"
-           "\"last_subscriber_p99_us\":%.1f,\"event_bytes\":%zu}\n",
+           "\"last_subscriber_p99_us\":%.1f,\"event_bytes\":%zu,\"server_cpu_us_per_single_event\":%.1f,"
+           "\"server_cpu_us_per_burst_event\":%.2f}\n",
            count, events, rounds, (double)count * (double)events / seconds, (double)events / seconds, seconds,
-           p50_first, p50_last, p99_last, subscribers[0].line_bytes);
+           p50_first, p50_last, p99_last, subscribers[0].line_bytes, (double)cpu_rounds / 1000.0 / rounds,
+           (double)cpu_burst / 1000.0 / (double)events);
     return 0;
 }
 
