@@ -15,9 +15,12 @@ public final class EventSink: Sendable {
         wakeup.signal()
     }
 
+    /// The queued events, oldest first; the inbox is left empty. Asked at every loop turn and every request, so an empty
+    /// inbox costs no allocation (emptying a shared array while keeping its capacity would allocate a new one).
     func take() -> [SourceEvent] {
         inbox.withLock { inbox in
-            defer { inbox.removeAll(keepingCapacity: true) }
+            guard !inbox.isEmpty else { return [] }
+            defer { inbox = [] }
             return inbox
         }
     }
@@ -71,7 +74,7 @@ public final class SimulatedEventSource: EventSource {
     public func connect(_ accessory: Accessory) -> SourceEvent {
         let key = nextKey.withLock { next in
             defer { next += 1 }
-            return "\(Self.keyPrefix)\(next)"
+            return Self.keyPrefix + String(next)
         }
         return .attached(key: key, accessory)
     }
