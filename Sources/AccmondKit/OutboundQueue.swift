@@ -35,25 +35,21 @@ struct OutboundQueue {
     mutating func flush(to fd: FileDescriptor) throws(Errno) -> Bool {
         while byteCount > 0 {
             let batch = min(chunks.count - head, 64)
-            var vectors: [iovec] = []
-            vectors.reserveCapacity(batch)
-            // The iovecs point into `chunks`, which is not mutated until writev returns.
-            let written: Int = chunks.withUnsafeBufferPointer { all in
-                var pins: [UnsafeRawBufferPointer] = []
-                for index in head..<(head + batch) {
-                    all[index].withUnsafeBytes { raw in
+            // The iovecs, on the stack, point into `chunks`, which is not mutated until sendmsg returns.
+            let written = withUnsafeTemporaryAllocation(of: iovec.self, capacity: batch) { vectors in
+                chunks.withUnsafeBufferPointer { all in
+                    for slot in 0..<batch {
+                        let index = head + slot
                         let start = index == head ? headOffset : 0
-                        pins.append(UnsafeRawBufferPointer(rebasing: raw[start...]))
+                        all[index].withUnsafeBytes { raw in
+                            vectors[slot] = iovec(
+                                iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress.map { $0 + start }),
+                                iov_len: raw.count - start)
+                        }
                     }
-                }
-                for pin in pins {
-                    vectors.append(
-                        iovec(iov_base: UnsafeMutableRawPointer(mutating: pin.baseAddress), iov_len: pin.count))
-                }
-                var header = msghdr()
-                return vectors.withUnsafeMutableBufferPointer { vectors in
+                    var header = msghdr()
                     header.msg_iov = vectors.baseAddress
-                    header.msg_iovlen = vectors.count
+                    header.msg_iovlen = batch
                     return sendmsg(fd.rawValue, &header, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
                 }
             }
