@@ -27,6 +27,9 @@ public struct Readiness: Sendable, Hashable {
 public struct Poller: ~Copyable {
     private let epoll: Int32
     private var events: [epoll_event]
+    /// The last wait's reports. Kept so that a wait reuses the storage once the caller has let go of the previous
+    /// result, as a loop does by the next turn: no allocation per wait.
+    private var ready: [Readiness] = []
 
     /// Creates an epoll instance.
     public init(capacity: Int = 256) throws(Errno) {
@@ -61,14 +64,16 @@ public struct Poller: ~Copyable {
         let count = try events.withUnsafeMutableBufferPointer { (buffer) throws(Errno) -> Int32 in
             try valueOrErrno { epoll_wait(epoll, buffer.baseAddress, Int32(buffer.count), timeoutMilliseconds) }
         }
-        return (0..<Int(count)).map { index in
-            let event = events[index]
-            return Readiness(
-                token: event.data.u64,
-                readable: event.events & EPOLLIN.rawValue != 0,
-                writable: event.events & EPOLLOUT.rawValue != 0,
-                hangup: event.events & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0)
+        ready.removeAll(keepingCapacity: true)
+        for event in events[..<Int(count)] {
+            ready.append(
+                Readiness(
+                    token: event.data.u64,
+                    readable: event.events & EPOLLIN.rawValue != 0,
+                    writable: event.events & EPOLLOUT.rawValue != 0,
+                    hangup: event.events & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0))
         }
+        return ready
     }
 
     private func control(_ op: Int32, _ fd: FileDescriptor, _ interest: Interest, _ token: UInt64) throws(Errno) {
