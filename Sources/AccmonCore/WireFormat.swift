@@ -36,15 +36,23 @@ public struct LineFramer: Sendable {
 
     /// Appends received bytes and returns the items now complete.
     public mutating func append(_ bytes: some Collection<UInt8>) -> [Item] {
+        var items: [Item] = []
+        append(bytes, to: &items)
+        return items
+    }
+
+    /// Appends received bytes, and the items now complete to `items`: a reader that queues its lines gives its queue,
+    /// and no array is made per read.
+    public mutating func append(_ bytes: some Collection<UInt8>, to items: inout [Item]) {
         // Framing runs on every byte received: scan contiguous memory (an array slice from a read buffer, in practice)
         // rather than through the generic collection, which is not specialized across modules and costs as much as
         // decoding the JSON.
-        if let items = bytes.withContiguousStorageIfAvailable({ append(contiguous: $0) }) { return items }
-        return Array(bytes).withUnsafeBufferPointer { append(contiguous: $0) }
+        if bytes.withContiguousStorageIfAvailable({ append(contiguous: $0, to: &items) }) == nil {
+            Array(bytes).withUnsafeBufferPointer { append(contiguous: $0, to: &items) }
+        }
     }
 
-    private mutating func append(contiguous bytes: UnsafeBufferPointer<UInt8>) -> [Item] {
-        var items: [Item] = []
+    private mutating func append(contiguous bytes: UnsafeBufferPointer<UInt8>, to items: inout [Item]) {
         var start = 0
         while start != bytes.count {
             let newline = ByteScan.firstIndex(of: 0x0A, in: bytes, from: start)
@@ -67,7 +75,6 @@ public struct LineFramer: Sendable {
             guard let newline else { break }
             start = newline + 1
         }
-        return items
     }
 
     /// Bytes buffered for a line not yet complete.

@@ -211,7 +211,7 @@ final class Broker {
             return
         }
         session.lastActivity = monotonicNanoseconds()
-        session.unhandled += session.framer.append(readBuffer[0..<count])
+        session.framer.append(readBuffer[0..<count], to: &session.unhandled)
         handleUnhandledLines(of: session)
         queueFlush(session)
     }

@@ -20,6 +20,16 @@ private func frame(_ chunks: [[UInt8]], limit: Int) -> [LineFramer.Item] {
     #expect(framer.bufferedCount == 0)
 }
 
+/// A reader that queues its lines gives its queue: what waits there stays first, the new lines follow in order.
+@Test func linesAppendedToAQueueFollowWhatWaitsThere() {
+    var framer = LineFramer(limit: 10)
+    var queue = [line("waiting")]
+    framer.append(bytes("a\nbb\nccc"), to: &queue)
+    #expect(queue == [line("waiting"), line("a"), line("bb")])
+    framer.append(bytes("\nthis one is too long\nd\n"), to: &queue)
+    #expect(queue == [line("waiting"), line("a"), line("bb"), line("ccc"), .overlong, line("d")])
+}
+
 @Test func lineSplitAtEveryPossibleBoundaryComesOutWhole() {
     let stream = bytes("{\"type\":\"hello\",\"versions\":[1]}\n{\"type\":\"status\"}\n")
     let expected = [line("{\"type\":\"hello\",\"versions\":[1]}"), line("{\"type\":\"status\"}")]
