@@ -7,19 +7,19 @@ package enum EventLineWriter {
     private static let backslash = UInt8(ascii: "\\")
 
     static func line(_ event: AccessoryEvent) -> [UInt8] {
-        var out = JSONOutput(capacity: 1024)
-        literal(#"{"accessory":"#, into: &out)
-        accessory(event.accessory, into: &out)
-        if let rejection = event.rejection {
-            literal(#","rejected":"#, into: &out)
-            string(rejection, into: &out)
+        JSONOutput.bytes(startingOnTheStack: 1024) { out in
+            literal(#"{"accessory":"#, into: &out)
+            accessory(event.accessory, into: &out)
+            if let rejection = event.rejection {
+                literal(#","rejected":"#, into: &out)
+                string(rejection, into: &out)
+            }
+            literal(#","seq":"#, into: &out)
+            number(event.sequence, into: &out)
+            literal(#","type":"#, into: &out)
+            string(event.change.rawValue, into: &out)
+            literal("}\n", into: &out)
         }
-        literal(#","seq":"#, into: &out)
-        number(event.sequence, into: &out)
-        literal(#","type":"#, into: &out)
-        string(event.change.rawValue, into: &out)
-        literal("}\n", into: &out)
-        return out.bytes()
     }
 
     /// The accessory object, its keys in sorted order.

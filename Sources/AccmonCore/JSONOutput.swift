@@ -6,6 +6,8 @@
 package struct JSONOutput: ~Copyable {
     private var base: UnsafeMutablePointer<UInt8>
     private var capacity: Int
+    /// Whether `base` was allocated here (and is freed here), not lent by ``bytes(startingOnTheStack:_:)``.
+    private var ownsStorage = true
     /// The number of bytes written.
     package private(set) var count = 0
 
@@ -15,7 +17,23 @@ package struct JSONOutput: ~Copyable {
         base = .allocate(capacity: self.capacity)
     }
 
-    deinit { base.deallocate() }
+    private init(lending storage: UnsafeMutableBufferPointer<UInt8>) {
+        base = storage.baseAddress!
+        capacity = storage.count
+        ownsStorage = false
+    }
+
+    /// The bytes `write` writes, written first into `capacity` bytes on the stack and moved to the heap only if they
+    /// outgrow them: a line that fits costs one allocation, its array's.
+    package static func bytes(startingOnTheStack capacity: Int, _ write: (inout JSONOutput) -> Void) -> [UInt8] {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(capacity, 16)) { storage in
+            var out = JSONOutput(lending: storage)
+            write(&out)
+            return out.bytes()
+        }
+    }
+
+    deinit { if ownsStorage { base.deallocate() } }
 
     /// The bytes written.
     package consuming func bytes() -> [UInt8] {
@@ -56,8 +74,9 @@ package struct JSONOutput: ~Copyable {
         let newCapacity = max(count + extra, 2 * capacity)
         let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
         newBase.initialize(from: base, count: count)
-        base.deallocate()
+        if ownsStorage { base.deallocate() }
         base = newBase
         capacity = newCapacity
+        ownsStorage = true
     }
 }

@@ -4,20 +4,20 @@
 enum ReplyLineWriter {
     /// `{"connectionID":…,"id":…,"type":"ok"}`, without the absent fields.
     static func ok(id: RequestID?, connectionID: ConnectionID?) -> [UInt8] {
-        var out = JSONOutput(capacity: 64)
-        out.append(UInt8(ascii: "{"))
-        if let connectionID {
-            EventLineWriter.literal(#""connectionID":"#, into: &out)
-            EventLineWriter.number(connectionID.rawValue, into: &out)
-            out.append(UInt8(ascii: ","))
+        JSONOutput.bytes(startingOnTheStack: 128) { out in
+            out.append(UInt8(ascii: "{"))
+            if let connectionID {
+                EventLineWriter.literal(#""connectionID":"#, into: &out)
+                EventLineWriter.number(connectionID.rawValue, into: &out)
+                out.append(UInt8(ascii: ","))
+            }
+            if let id {
+                EventLineWriter.literal(#""id":"#, into: &out)
+                requestID(id, into: &out)
+                out.append(UInt8(ascii: ","))
+            }
+            EventLineWriter.literal(#""type":"ok"}\#n"#, into: &out)
         }
-        if let id {
-            EventLineWriter.literal(#""id":"#, into: &out)
-            requestID(id, into: &out)
-            out.append(UInt8(ascii: ","))
-        }
-        EventLineWriter.literal(#""type":"ok"}\#n"#, into: &out)
-        return out.bytes()
     }
 
     /// `{"code":…,"id":…,"message":…,"type":"error"}`, without the id when there is none.

@@ -20,6 +20,16 @@ import Testing
         }
     }
 
+    /// A line longer than the stack space the writer starts in (1 KiB) moves to the heap whole.
+    @Test func aLineLongerThanItsStackStartIsWhole() {
+        let codec = ProtocolCodec()
+        let name = String(repeating: "long \"name\" \u{1}é ", count: 400)
+        let event = AccessoryEvent(.connect, sequence: 3, accessory: Accessory(kind: .usb, name: name))
+        let line = codec.encode(.event(event))
+        #expect(line.count > 8 * 1024)
+        #expect(line == codec.encodeWithJSONEncoder(.event(event)))
+    }
+
     @Test func matchesJSONEncoderForRandomStrings() {
         var random = SplitMix64(seed: 2026)
         let codec = ProtocolCodec()

@@ -19,6 +19,15 @@ import Testing
         }
     }
 
+    /// An `ok` whose id is longer than the stack space the writer starts in (128 bytes) moves to the heap whole.
+    @Test func anOKLongerThanItsStackStartIsWhole() {
+        let codec = ProtocolCodec()
+        let reply = ServerMessage.ok(
+            id: .string(String(repeating: "a \"long\" id ", count: 100)), connectionID: ConnectionID(UInt64.max))
+        #expect(codec.encode(reply).count > 1_000)
+        #expect(codec.encode(reply) == codec.encodeWithJSONEncoder(reply))
+    }
+
     @Test func matchesJSONEncoderForRandomReplies() {
         let seed = SplitMix64.testSeed()
         var random = SplitMix64(seed: seed)
