@@ -150,6 +150,9 @@ final class SysfsDirectory {
     /// sysfs attributes hold at most a page.
     private static let attributeLimit = pageBytes
     private static let descriptorsLimit = 65_536
+    /// The most bytes ``descriptorsHash(file:)`` reads on the stack (as much as `withUnsafeTemporaryAllocation` puts
+    /// there).
+    private static let descriptorsOnStack = 1024
     /// The directory that names are opened in; `AT_FDCWD` for files named by their absolute paths.
     private let descriptor: Int32
 
@@ -207,12 +210,37 @@ final class SysfsDirectory {
     }
 
     /// The SHA-256 of a USB device's raw descriptors (binary, so read whole, not as text); empty when unreadable.
+    ///
+    /// Read first into room on the stack (most devices' descriptors are a few hundred bytes); a file that fills it is
+    /// read again into room for ``descriptorsLimit`` bytes, which the heap holds.
     func descriptorsHash(file: String = "descriptors") -> String {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.descriptorsLimit) { buffer in
-            guard let count = read(file, into: buffer, wholeInOneRead: false), count > 0 else { return "" }
-            // try?: without libcrypto's answer the hash is unknown.
-            return (try? SHA256.hexDigest(UnsafeBufferPointer(rebasing: buffer[..<count]))) ?? ""
+        let onStack = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.descriptorsOnStack) { buffer in
+            hash(of: file, in: buffer)
         }
+        guard case .needsMoreRoom = onStack else { return onStack.hash }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.descriptorsLimit) { buffer in
+            hash(of: file, in: buffer).hash
+        }
+    }
+
+    /// What reading and hashing a binary attribute into some room gave.
+    private enum HashOutcome {
+        case hashed(String)
+        case unreadable
+        /// The file filled the room: it may have more.
+        case needsMoreRoom
+
+        /// The hash; empty when unreadable or when the room was too small (the whole file unread).
+        var hash: String {
+            if case .hashed(let hash) = self { hash } else { "" }
+        }
+    }
+
+    private func hash(of file: String, in buffer: UnsafeMutableBufferPointer<UInt8>) -> HashOutcome {
+        guard let count = read(file, into: buffer, wholeInOneRead: false), count > 0 else { return .unreadable }
+        if count == buffer.count && buffer.count < Self.descriptorsLimit { return .needsMoreRoom }
+        // try?: without libcrypto's answer the hash is unknown.
+        return .hashed((try? SHA256.hexDigest(UnsafeBufferPointer(rebasing: buffer[..<count]))) ?? "")
     }
 
     /// Reads the file `name` into `buffer`; the number of bytes read, `nil` when it cannot be opened or read.
