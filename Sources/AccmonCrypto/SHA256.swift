@@ -42,12 +42,14 @@ public enum SHA256 {
     ) throws(CryptoError) {
         let algorithm = try SHA256Algorithm.shared.get()
         var length: UInt32 = 0
-        func digest(of input: UnsafeRawBufferPointer) -> Int32 {
+        // The length is a parameter, not captured: a nested function that captured the variable kept it in an
+        // allocated box, one allocation per digest.
+        func digest(of input: UnsafeRawBufferPointer, length: inout UInt32) -> Int32 {
             EVP_Digest(input.baseAddress, input.count, output.baseAddress, &length, algorithm, nil)
         }
         let result =
-            bytes.withContiguousStorageIfAvailable { digest(of: UnsafeRawBufferPointer($0)) }
-            ?? Array(bytes).withUnsafeBytes { digest(of: $0) }
+            bytes.withContiguousStorageIfAvailable { digest(of: UnsafeRawBufferPointer($0), length: &length) }
+            ?? Array(bytes).withUnsafeBytes { digest(of: $0, length: &length) }
         guard result == 1, length == UInt32(digestLength) else {
             throw CryptoError(operation: "EVP_Digest(SHA-256)", openSSLError: ERR_get_error())
         }
