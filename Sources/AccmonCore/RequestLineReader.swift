@@ -8,20 +8,26 @@
 /// of a type other than the one its request reads, even in a request that does not read it (`null` is taken where the
 /// request takes it as absent); a missing or invalid field; an unknown type; a duplicate key; a key with an escape or
 /// a non-ASCII character; a request type, action or accessory kind written with an escape; a number other than a plain
-/// integer that fits (`1.0`, `1e2` and `-0` among them); nesting deeper than ``maximumDepth``; more than 32 keys in
-/// the objects open at once (each object's keys are kept until it ends, to find a duplicate; a `simulate` request has 4,
-/// and at most 17 in its accessory). JSONDecoder then decodes the line or reports the error.
+/// integer that fits (`1.0`, `1e2` and `-0` among them); nesting deeper than ``maximumDepth``; more than
+/// ``maximumOpenKeys`` keys in the objects open at once (each object's keys are kept until it ends, to find a
+/// duplicate; a `simulate` request has 4, and at most 17 in its accessory). JSONDecoder then decodes the line or reports
+/// the error.
 enum RequestLineReader {
     /// The deepest nesting of objects and arrays read, the request object included; deeper lines are left to
     /// JSONDecoder.
     static let maximumDepth = 32
+    /// The most keys kept at once, in the objects open at a position; a line with more is left to JSONDecoder.
+    static let maximumOpenKeys = 32
 
     /// The message `line` (without its newline) holds, or `nil` when the line is left to JSONDecoder.
     static func message(_ line: UnsafeBufferPointer<UInt8>) -> ClientMessage? {
-        var cursor = Cursor(bytes: line)
-        guard let message = cursor.message() else { return nil }
-        cursor.skipWhitespace()
-        return cursor.position == line.count ? message : nil
+        // The keys on the stack: an array cost an allocation per request.
+        withUnsafeTemporaryAllocation(of: PlainString.self, capacity: maximumOpenKeys) { keys in
+            var cursor = Cursor(bytes: line, keys: keys)
+            guard let message = cursor.message() else { return nil }
+            cursor.skipWhitespace()
+            return cursor.position == line.count ? message : nil
+        }
     }
 }
 
@@ -55,9 +61,14 @@ private struct Cursor {
     /// How many objects and arrays enclose the position.
     var depth = 0
     /// The keys read so far in each object that encloses the position, the outermost object's first: the first
-    /// `openKeys` of these. Inline, since an array cost an allocation per request.
-    var keys = InlineArray<32, PlainString>(repeating: .empty)
+    /// `openKeys` of this room (the rest is uninitialized).
+    let keys: UnsafeMutableBufferPointer<PlainString>
     var openKeys = 0
+
+    init(bytes: UnsafeBufferPointer<UInt8>, keys: UnsafeMutableBufferPointer<PlainString>) {
+        self.bytes = bytes
+        self.keys = keys
+    }
 
     // MARK: Requests
 
@@ -265,7 +276,7 @@ private struct Cursor {
         repeat {
             guard let key = plainString(), openKeys < keys.count else { return false }
             for index in firstKey..<openKeys where keys[index] == key { return false }
-            keys[openKeys] = key
+            (keys.baseAddress! + openKeys).initialize(to: key)
             openKeys += 1
             guard skip(UInt8(ascii: ":")), member(&self, key) else { return false }
         } while skip(UInt8(ascii: ","))
