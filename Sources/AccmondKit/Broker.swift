@@ -225,7 +225,8 @@ final class Broker {
             handled += 1
             switch item {
             case .line(let line):
-                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }  // blank lines are keep-alives
+                // A blank line is a keep-alive.
+                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
                 switch codec.decodeClientMessage(line) {
                 case .success(let message): handle(message, from: session)
                 case .failure(let failure): reply(to: session, .error(id: failure.id, failure.error))
