@@ -528,27 +528,24 @@ final class Broker {
             if let reason = after.rejection {
                 logger.notice("accessory rejected after reload: \(reason)", metadata(for: accessory))
             }
-            func sees(
-                _ verdict: Authentication, _ principal: ClientPrincipal?, _ filter: AccessoryFilter, _ all: Bool
-            )
-                -> Bool
-            {
-                verdict.isVisible(to: principal, includingRejected: all) && filter.matches(verdict.announced(accessory))
-            }
             var lost: [Session] = []
             var gained: [Session] = []
             for session in sessions.values {  // closing ones too: a kept session needs the event
-                guard let subscription = session.subscription else { continue }
-                let was = sees(before, session.principal, subscription.filter, subscription.includesRejected)
-                let now = sees(after, session.principal, subscription.filter, subscription.includesRejected)
+                let was = session.receives(before.announced(accessory), verdict: before)
+                let now = session.receives(after.announced(accessory), verdict: after)
                 if was && !now { lost.append(session) }
                 if now && !was { gained.append(session) }
+            }
+            /// Whether a preserved session (which never includes rejected accessories) sees it under `verdict`.
+            func sees(_ verdict: Authentication, _ kept: PreservedSession) -> Bool {
+                verdict.isVisible(to: kept.principal, includingRejected: false)
+                    && kept.memory.filter.matches(verdict.announced(accessory))
             }
             var lostPreserved: [RestoreKey] = []
             var gainedPreserved: [RestoreKey] = []
             for (key, kept) in preserved.sessions {
-                let was = sees(before, kept.principal, kept.memory.filter, false)
-                let now = sees(after, kept.principal, kept.memory.filter, false)
+                let was = sees(before, kept)
+                let now = sees(after, kept)
                 if was && !now { lostPreserved.append(key) }
                 if now && !was { gainedPreserved.append(key) }
             }
