@@ -166,8 +166,8 @@ final class SysfsDirectory {
 
     deinit { if descriptor >= 0 { Glibc.close(descriptor) } }
 
-    /// A `usb_device`'s attributes (those its properties tell, the others read: ``usbDeviceAttributes(_:)``) and its
-    /// descriptors' hash (empty when unreadable: the device is gone). When its properties tell every attribute
+    /// A `usb_device`'s attributes (those its properties tell exactly, ``AccmonCore/usbDeviceAttributes(fromProperties:)``,
+    /// the others read) and its descriptors' hash (empty when unreadable: the device is gone). When its properties tell every attribute
     /// (udev's `usb_id` and accmon's udev rules give them all), only `descriptors` is read, opened by its path: one
     /// `openat` and one `close` instead of two each.
     static func usbDevice(
@@ -178,7 +178,7 @@ final class SysfsDirectory {
             return (known, SysfsDirectory().descriptorsHash(file: syspath + "/descriptors"))
         }
         guard let directory = SysfsDirectory(syspath) else { return (known, "") }
-        return (directory.usbDeviceAttributes(properties), directory.descriptorsHash())
+        return (directory.completingUSBDeviceAttributes(known), directory.descriptorsHash())
     }
 
     func attributes(_ names: [SysfsAttribute]) -> SysfsAttributes {
@@ -189,10 +189,9 @@ final class SysfsDirectory {
         return attributes
     }
 
-    /// A `usb_device`'s ``SysfsAttribute/usbDevice`` attributes: those its properties tell exactly
-    /// (``AccmonCore/usbDeviceAttributes(fromProperties:)``), the others read.
-    func usbDeviceAttributes(_ properties: UdevProperties) -> SysfsAttributes {
-        var attributes = AccmonCore.usbDeviceAttributes(fromProperties: properties)
+    /// `attributes` (a `usb_device`'s, from its properties) with those it lacks read from the directory.
+    func completingUSBDeviceAttributes(_ attributes: SysfsAttributes) -> SysfsAttributes {
+        var attributes = attributes
         for name in SysfsAttribute.usbDevice where attributes[name] == nil {
             if let value = text(name.name) { attributes[name] = value }
         }

@@ -57,11 +57,14 @@ struct SysfsDirectoryTests {
         }
         // The ids from PRODUCT and TYPE, the rest from the files (which here disagree, to tell the two apart).
         #expect(
-            sysfs.usbDeviceAttributes([.product: "403/6001/600", .type: "0/0/0"])
+            sysfs.completingUSBDeviceAttributes(
+                usbDeviceAttributes(fromProperties: [.product: "403/6001/600", .type: "0/0/0"]))
                 == expected("0403", "6001", "0600", "00"))
         // Without them (or malformed), every attribute from its file.
         #expect(
-            sysfs.usbDeviceAttributes([.product: "SYNC/0/0", .type: "0/0/0"]) == expected("1209", "0001", "0100", "ff"))
+            sysfs.completingUSBDeviceAttributes(
+                usbDeviceAttributes(fromProperties: [.product: "SYNC/0/0", .type: "0/0/0"]))
+                == expected("1209", "0001", "0100", "ff"))
     }
 
     /// When the properties tell every attribute, only `descriptors` is read (by its path); otherwise the directory's

@@ -40,7 +40,8 @@ struct UdevRulesAgreementTests {
             func classified(_ attributes: SysfsAttributes) -> Classification {
                 classifiedUSBDevice(number: number, properties: properties, attributes: attributes)
             }
-            let fromProperties = classified(sysfs.usbDeviceAttributes(properties))
+            let fromProperties = classified(
+                sysfs.completingUSBDeviceAttributes(usbDeviceAttributes(fromProperties: properties)))
             #expect(
                 fromProperties == classified(sysfs.attributes(SysfsAttribute.usbDevice)),
                 "device \(device): udev's properties \(properties)")

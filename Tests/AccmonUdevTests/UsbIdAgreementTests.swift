@@ -49,7 +49,7 @@ struct UsbIdAgreementTests {
                 classifiedUSBDevice(number: number, properties: properties, attributes: attributes)
             }
             #expect(
-                classified(sysfs.usbDeviceAttributes(properties))
+                classified(sysfs.completingUSBDeviceAttributes(usbDeviceAttributes(fromProperties: properties)))
                     == classified(sysfs.attributes(SysfsAttribute.usbDevice)),
                 "device \(device), usb_id's properties \(properties) (ACCMON_TEST_SEED=\(seed))")
         }
