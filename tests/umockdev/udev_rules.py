@@ -20,7 +20,8 @@ gi.require_version("UMockdev", "1.0")
 from gi.repository import UMockdev  # noqa: E402
 
 RULES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "udev-rules")
-ISOLATED = ("mount -t tmpfs tmpfs /run/udev && mkdir /run/udev/rules.d && "
+# A tmpfs on /run, not on /run/udev: a host without udevd running has no /run/udev to mount on.
+ISOLATED = ("mount -t tmpfs tmpfs /run && mkdir -p /run/udev/rules.d && "
             "mount --bind \"$1\" /usr/lib/udev/rules.d && "
             "{ [ ! -d /etc/udev/rules.d ] || mount -t tmpfs tmpfs /etc/udev/rules.d; } && "
             "{ [ ! -d /usr/local/lib/udev/rules.d ] || mount -t tmpfs tmpfs /usr/local/lib/udev/rules.d; } && "
