@@ -211,9 +211,31 @@ final class Broker {
             return
         }
         session.lastActivity = monotonicNanoseconds()
-        session.framer.append(readBuffer[0..<count], to: &session.unhandled)
+        readBuffer.withUnsafeBufferPointer { buffer in
+            let received = UnsafeBufferPointer(rebasing: buffer[..<count])
+            // The end of a line begun in an earlier read joins its start in the framer, and is handled first.
+            var start = session.framer.bytesEndingPendingLine(in: received)
+            session.framer.append(received[..<start], to: &session.unhandled)
+            handleUnhandledLines(of: session)
+            if session.unhandled.isEmpty { start = handleWholeLines(received, from: start, of: session) }
+            session.framer.append(received[start...], to: &session.unhandled)
+        }
         handleUnhandledLines(of: session)
         queueFlush(session)
+    }
+
+    /// Handles the whole lines of `received` from `start`, where they were read, while the outbound buffer has room
+    /// for the replies: a client's requests then need no copy. Returns where it stopped; the bytes from there go
+    /// through the framer.
+    private func handleWholeLines(_ received: UnsafeBufferPointer<UInt8>, from start: Int, of session: Session) -> Int {
+        var start = start
+        while !session.outboundIsFull, !session.isClosing,
+            let line = session.framer.wholeLine(in: received, from: start)
+        {
+            handleLine(UnsafeBufferPointer(rebasing: received[line]), of: session)
+            start = line.upperBound + 1
+        }
+        return start
     }
 
     /// Handles the session's pending request lines while its outbound buffer has room for the replies.
@@ -225,12 +247,7 @@ final class Broker {
             handled += 1
             switch item {
             case .line(let line):
-                // A blank line is a keep-alive.
-                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-                switch codec.decodeClientMessage(line) {
-                case .success(let message): handle(message, from: session)
-                case .failure(let failure): reply(to: session, .error(id: failure.id, failure.error))
-                }
+                handleLine(line, of: session)
             case .overlong:
                 reply(
                     to: session,
@@ -241,6 +258,15 @@ final class Broker {
                             "message: line: longer than \(WireFormat.maximumLineLength) bytes; skipped to the next"
                                 + " newline")))
             }
+        }
+    }
+
+    /// Handles one request line; a blank line is a keep-alive.
+    private func handleLine(_ line: some Collection<UInt8>, of session: Session) {
+        if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+        switch codec.decodeClientMessage(line) {
+        case .success(let message): handle(message, from: session)
+        case .failure(let failure): reply(to: session, .error(id: failure.id, failure.error))
         }
     }
 

@@ -119,3 +119,68 @@ private func frame(_ chunks: [[UInt8]], limit: Int) -> [LineFramer.Item] {
         #expect(whole == expected, "round \(round)")
     }
 }
+
+/// A reader as accmond's: it gives the framer the end of a line begun in an earlier chunk
+/// (``LineFramer/bytesEndingPendingLine(in:)``), handles what waits in its queue while it can, then, when nothing
+/// waits, handles whole lines where it received them (``LineFramer/wholeLine(in:from:)``) while it can, and queues the
+/// rest through the framer. Whatever it can handle at each step (random here), it handles exactly the framer's items,
+/// in order.
+@Test func wholeLinesTakenInPlaceThenFramedGiveTheFramersItems() {
+    var random = SplitMix64(seed: 0x11_7E5)
+    for round in 0..<300 {
+        let limit = 1 + Int(random.next(below: 12))
+        var stream: [UInt8] = []
+        for _ in 0..<random.next(below: 12) {
+            stream += (0..<random.next(below: UInt64(limit * 2))).map { _ in UInt8(0x61 + random.next(below: 26)) }
+            stream.append(0x0A)
+        }
+        stream += [UInt8](repeating: 0x79, count: Int(random.next(below: 4)))
+        let expected = frame([stream], limit: limit)
+        var framer = LineFramer(limit: limit)
+        var queue: [LineFramer.Item] = []
+        var handled: [LineFramer.Item] = []
+        func handleQueued() {
+            let count = min(queue.count, Int(random.next(below: 3)))
+            handled += queue.prefix(count)
+            queue.removeFirst(count)
+        }
+        var start = 0
+        while start < stream.count {
+            let chunk = Array(stream[start..<min(stream.count, start + 1 + Int(random.next(below: 20)))])
+            start += chunk.count
+            chunk.withUnsafeBufferPointer { chunk in
+                var taken = framer.bytesEndingPendingLine(in: chunk)
+                framer.append(chunk[..<taken], to: &queue)
+                handleQueued()
+                var room = queue.isEmpty ? Int(random.next(below: 4)) : 0
+                while room > 0, let line = framer.wholeLine(in: chunk, from: taken) {
+                    handled.append(.line(Array(chunk[line])))
+                    taken = line.upperBound + 1
+                    room -= 1
+                }
+                framer.append(chunk[taken...], to: &queue)
+            }
+            handleQueued()
+        }
+        #expect(handled + queue == expected, "round \(round)")
+    }
+}
+
+@Test func wholeLineIsOfferedOnlyWhenTheFramerWouldYieldItWhole() {
+    let chunk = bytes("ab\n123456789\ncd")
+    chunk.withUnsafeBufferPointer { chunk in
+        var framer = LineFramer(limit: 8)
+        #expect(framer.wholeLine(in: chunk, from: 0) == 0..<2)
+        #expect(framer.wholeLine(in: chunk, from: 3) == nil, "over the limit: the framer reports it")
+        #expect(framer.wholeLine(in: chunk, from: 13) == nil, "no newline yet")
+        #expect(framer.wholeLine(in: chunk, from: 15) == nil, "nothing left")
+        #expect(framer.bytesEndingPendingLine(in: chunk) == 0, "the framer holds nothing")
+        #expect(framer.append(bytes("x")).isEmpty)  // a partial line waits in the framer
+        #expect(framer.wholeLine(in: chunk, from: 0) == nil, "the framer holds the start of this line")
+        #expect(framer.bytesEndingPendingLine(in: chunk) == 3, "its end, newline included")
+        #expect(framer.append(bytes("123456789")) == [.overlong])  // now over the limit: skipped to its newline
+        #expect(framer.bytesEndingPendingLine(in: chunk) == 3)
+        let noNewline = bytes("abc")
+        noNewline.withUnsafeBufferPointer { #expect(framer.bytesEndingPendingLine(in: $0) == 3, "all of them") }
+    }
+}
