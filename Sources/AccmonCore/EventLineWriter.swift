@@ -1,7 +1,7 @@
 /// Writes the line of a `connect` or `disconnect` event directly, byte for byte what ``ProtocolCodec`` writes with
 /// JSONEncoder (sorted keys, slashes unescaped), without JSONEncoder's generic machinery: this line is on the hot
-/// path, encoded once per event. Keys are static text, strings are copied in runs between the bytes that need
-/// escaping, all into one ``JSONOutput``.
+/// path, encoded once per event. Keys are static text, written with the string after them in one piece of room;
+/// strings are copied eight bytes at a time where none needs escaping; all into one ``JSONOutput``.
 package enum EventLineWriter {
     private static let quote = UInt8(ascii: "\"")
     private static let backslash = UInt8(ascii: "\\")
@@ -11,53 +11,37 @@ package enum EventLineWriter {
             literal(#"{"accessory":"#, into: &out)
             accessory(event.accessory, into: &out)
             if let rejection = event.rejection {
-                literal(#","rejected":"#, into: &out)
-                string(rejection, into: &out)
+                member(#","rejected":"#, rejection, into: &out)
             }
             literal(#","seq":"#, into: &out)
             number(event.sequence, into: &out)
-            literal(#","type":"#, into: &out)
-            string(event.change.rawValue, into: &out)
+            member(#","type":"#, event.change.rawValue, into: &out)
             literal("}\n", into: &out)
         }
     }
 
     /// The accessory object, its keys in sorted order.
     package static func accessory(_ accessory: Accessory, into out: inout JSONOutput) {
-        literal(#"{"accessoryID":"#, into: &out)
-        string(accessory.accessoryID, into: &out)
+        member(#"{"accessoryID":"#, accessory.accessoryID, into: &out)
         literal(#","connectionID":"#, into: &out)
         number(accessory.connectionID.rawValue, into: &out)
-        literal(#","descriptorsSHA256":"#, into: &out)
-        string(accessory.descriptorsSHA256, into: &out)
+        member(#","descriptorsSHA256":"#, accessory.descriptorsSHA256, into: &out)
         literal(#","deviceNodes":"#, into: &out)
         strings(accessory.deviceNodes, into: &out)
-        literal(#","firmwareRevision":"#, into: &out)
-        string(accessory.firmwareRevision, into: &out)
-        literal(#","hardwareRevision":"#, into: &out)
-        string(accessory.hardwareRevision, into: &out)
-        literal(#","interfaceNumber":"#, into: &out)
-        string(accessory.interfaceNumber, into: &out)
-        literal(#","kind":"#, into: &out)
-        string(accessory.kind.rawValue, into: &out)
-        literal(#","manufacturer":"#, into: &out)
-        string(accessory.manufacturer, into: &out)
-        literal(#","modelNumber":"#, into: &out)
-        string(accessory.modelNumber, into: &out)
-        literal(#","name":"#, into: &out)
-        string(accessory.name, into: &out)
-        literal(#","portPath":"#, into: &out)
-        string(accessory.portPath, into: &out)
-        literal(#","productID":"#, into: &out)
-        string(accessory.productID, into: &out)
+        member(#","firmwareRevision":"#, accessory.firmwareRevision, into: &out)
+        member(#","hardwareRevision":"#, accessory.hardwareRevision, into: &out)
+        member(#","interfaceNumber":"#, accessory.interfaceNumber, into: &out)
+        member(#","kind":"#, accessory.kind.rawValue, into: &out)
+        member(#","manufacturer":"#, accessory.manufacturer, into: &out)
+        member(#","modelNumber":"#, accessory.modelNumber, into: &out)
+        member(#","name":"#, accessory.name, into: &out)
+        member(#","portPath":"#, accessory.portPath, into: &out)
+        member(#","productID":"#, accessory.productID, into: &out)
         literal(#","protocolStrings":"#, into: &out)
         strings(accessory.protocolStrings, into: &out)
-        literal(#","serialNumber":"#, into: &out)
-        string(accessory.serialNumber, into: &out)
-        literal(#","sysfsPath":"#, into: &out)
-        string(accessory.sysfsPath, into: &out)
-        literal(#","vendorID":"#, into: &out)
-        string(accessory.vendorID, into: &out)
+        member(#","serialNumber":"#, accessory.serialNumber, into: &out)
+        member(#","sysfsPath":"#, accessory.sysfsPath, into: &out)
+        member(#","vendorID":"#, accessory.vendorID, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -82,40 +66,58 @@ package enum EventLineWriter {
     /// A JSON string as JSONEncoder writes it: `"` and `\` escaped, control characters as `\b \t \n \f \r` or
     /// `\u00xx`, everything else (slashes, DEL, non-ASCII) as UTF-8.
     package static func string(_ value: String, into out: inout JSONOutput) {
-        var value = value  // withUTF8 may make a lazy string contiguous: on a copy
-        value.withUTF8 { escaped($0, into: &out) }
+        member("", value, into: &out)
     }
 
-    /// `bytes` as a JSON string. Room for the worst case (every byte six) is made first, then the bytes are copied in
-    /// runs between those that need escaping, found eight at a time: an event line is mostly such strings.
-    private static func escaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout JSONOutput) {
-        guard let base = bytes.baseAddress else {  // empty, without storage
-            out.append(quote)
-            out.append(quote)
-            return
+    /// `key` (static text: a key with its quotes and colon, and the comma or brace before it), then `value` as a JSON
+    /// string (``string(_:into:)``), in one piece of room.
+    package static func member(_ key: StaticString, _ value: String, into out: inout JSONOutput) {
+        // The view's storage is the string's own (a small string's on the stack): no copy of the string is made, as
+        // `withUTF8` on a `var` copy would.
+        let written: Void? = value.utf8.withContiguousStorageIfAvailable { escaped($0, after: key, into: &out) }
+        if written == nil {
+            var value = value  // a lazy (bridged) string, made contiguous on a copy
+            value.withUTF8 { escaped($0, after: key, into: &out) }
         }
-        out.append(maximumCount: 2 + 6 * bytes.count) { start in
+    }
+
+    /// `key`, then `bytes` as a JSON string, eight bytes at a time: a word without a byte to escape is stored as it is, a word
+    /// with one byte by byte. The last one to seven bytes are tested as one word too, padded with spaces (which need
+    /// no escape), and stored whole, the padding after the string's end overwritten by what follows: most of an
+    /// event's strings are shorter than eight bytes. Room is made first for the worst case (every byte six) and the
+    /// padding.
+    private static func escaped(_ bytes: UnsafeBufferPointer<UInt8>, after key: StaticString, into out: inout JSONOutput)
+    {
+        out.append(maximumCount: key.utf8CodeUnitCount + 2 + 6 * bytes.count + 8) { start in
             var cursor = start
+            if key.utf8CodeUnitCount > 0 {
+                cursor.update(from: key.utf8Start, count: key.utf8CodeUnitCount)
+                cursor += key.utf8CodeUnitCount
+            }
             cursor.pointee = quote
             cursor += 1
-            var runStart = 0
             var index = 0
             while index < bytes.count {
-                if index + 8 <= bytes.count, !ByteScan.hasJSONSpecial(ByteScan.word(bytes, at: index)) {
-                    index += 8
-                    continue
+                let remaining = bytes.count - index
+                let word =
+                    remaining >= 8
+                    ? ByteScan.word(bytes, at: index) : ByteScan.paddedWord(bytes, from: index, with: 0x20)
+                let count = min(remaining, 8)
+                if !ByteScan.hasJSONSpecial(word) {
+                    UnsafeMutableRawPointer(cursor).storeBytes(of: word.littleEndian, as: UInt64.self)
+                    cursor += count
+                } else {
+                    for byte in bytes[index..<index + count] {
+                        if byte < 0x20 || byte == quote || byte == backslash {
+                            cursor = escape(byte, at: cursor)
+                        } else {
+                            cursor.pointee = byte
+                            cursor += 1
+                        }
+                    }
                 }
-                let byte = bytes[index]
-                if byte < 0x20 || byte == quote || byte == backslash {
-                    cursor.update(from: base + runStart, count: index - runStart)
-                    cursor += index - runStart
-                    cursor = escape(byte, at: cursor)
-                    runStart = index + 1
-                }
-                index += 1
+                index += count
             }
-            cursor.update(from: base + runStart, count: bytes.count - runStart)
-            cursor += bytes.count - runStart
             cursor.pointee = quote
             return cursor + 1 - start
         }
