@@ -86,8 +86,9 @@ package enum EventLineWriter {
     /// no escape), and stored whole, the padding after the string's end overwritten by what follows: most of an
     /// event's strings are shorter than eight bytes. Room is made first for the worst case (every byte six) and the
     /// padding.
-    private static func escaped(_ bytes: UnsafeBufferPointer<UInt8>, after key: StaticString, into out: inout JSONOutput)
-    {
+    private static func escaped(
+        _ bytes: UnsafeBufferPointer<UInt8>, after key: StaticString, into out: inout JSONOutput
+    ) {
         out.append(maximumCount: key.utf8CodeUnitCount + 2 + 6 * bytes.count + 8) { start in
             var cursor = start
             if key.utf8CodeUnitCount > 0 {
