@@ -81,11 +81,11 @@ package enum EventLineWriter {
         }
     }
 
-    /// `key`, then `bytes` as a JSON string, eight bytes at a time: a word without a byte to escape is stored as it is, a word
-    /// with one byte by byte. The last one to seven bytes are tested as one word too, padded with spaces (which need
-    /// no escape), and stored whole, the padding after the string's end overwritten by what follows: most of an
-    /// event's strings are shorter than eight bytes. Room is made first for the worst case (every byte six) and the
-    /// padding.
+    /// `key`, then `bytes` as a JSON string, eight bytes at a time: a word without a byte to escape is stored as it
+    /// is, a word with one byte by byte. The last one to seven bytes are tested as one word too, padded with spaces
+    /// (which need no escape), and stored whole, the padding after the string's end overwritten by what follows: most
+    /// of an event's strings are shorter than eight bytes. Room is made first for the worst case (every byte six) and
+    /// the padding.
     private static func escaped(
         _ bytes: UnsafeBufferPointer<UInt8>, after key: StaticString, into out: inout JSONOutput
     ) {

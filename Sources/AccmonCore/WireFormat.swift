@@ -29,8 +29,7 @@ public struct LineFramer: Sendable {
 
     private var pending: [UInt8] = []
     private var discarding = false
-    /// The longest line yielded, in bytes, newline excluded.
-    public let limit: Int
+    private let limit: Int
 
     /// Creates a framer with the given limit.
     public init(limit: Int = WireFormat.maximumLineLength) { self.limit = limit }

@@ -215,10 +215,10 @@ final class Broker {
             let received = UnsafeBufferPointer(rebasing: buffer[..<count])
             // The end of a line begun in an earlier read joins its start in the framer, and is handled first.
             var start = session.framer.bytesEndingPendingLine(in: received)
-            session.framer.append(received[..<start], to: &session.unhandled)
+            session.framer.append(UnsafeBufferPointer(rebasing: received[..<start]), to: &session.unhandled)
             handleUnhandledLines(of: session)
             if session.unhandled.isEmpty { start = handleWholeLines(received, from: start, of: session) }
-            session.framer.append(received[start...], to: &session.unhandled)
+            session.framer.append(UnsafeBufferPointer(rebasing: received[start...]), to: &session.unhandled)
         }
         handleUnhandledLines(of: session)
         queueFlush(session)
