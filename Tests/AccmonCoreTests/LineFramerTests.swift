@@ -93,16 +93,21 @@ private func frame(_ chunks: [[UInt8]], limit: Int) -> [LineFramer.Item] {
     #expect(frame([bytes("123456789"), bytes("\n987654321"), bytes("\n")], limit: 8) == [.overlong, .overlong])
 }
 
+/// Up to 11 lines of random letters, each up to twice `limit` long, then an unfinished tail of up to 3 bytes.
+private func randomStream(limit: Int, using random: inout SplitMix64) -> [UInt8] {
+    var stream: [UInt8] = []
+    for _ in 0..<random.next(below: 12) {
+        stream += (0..<random.next(below: UInt64(limit * 2))).map { _ in UInt8(0x61 + random.next(below: 26)) }
+        stream.append(0x0A)
+    }
+    return stream + [UInt8](repeating: 0x79, count: Int(random.next(below: 4)))
+}
+
 @Test func chunkingNeverChangesTheItems() {
     var random = SplitMix64(seed: 0xF4A3_E1)
     for round in 0..<300 {
         let limit = 1 + Int(random.next(below: 12))
-        var stream: [UInt8] = []
-        for _ in 0..<random.next(below: 12) {
-            stream += [UInt8](repeating: 0x78, count: Int(random.next(below: UInt64(limit * 2))))
-            stream.append(0x0A)
-        }
-        stream += [UInt8](repeating: 0x79, count: Int(random.next(below: 4)))  // an unfinished tail
+        let stream = randomStream(limit: limit, using: &random)
         let whole = frame([stream], limit: limit)
         var chunks: [[UInt8]] = []
         var start = 0
@@ -129,12 +134,7 @@ private func frame(_ chunks: [[UInt8]], limit: Int) -> [LineFramer.Item] {
     var random = SplitMix64(seed: 0x11_7E5)
     for round in 0..<300 {
         let limit = 1 + Int(random.next(below: 12))
-        var stream: [UInt8] = []
-        for _ in 0..<random.next(below: 12) {
-            stream += (0..<random.next(below: UInt64(limit * 2))).map { _ in UInt8(0x61 + random.next(below: 26)) }
-            stream.append(0x0A)
-        }
-        stream += [UInt8](repeating: 0x79, count: Int(random.next(below: 4)))
+        let stream = randomStream(limit: limit, using: &random)
         let expected = frame([stream], limit: limit)
         var framer = LineFramer(limit: limit)
         var queue: [LineFramer.Item] = []
