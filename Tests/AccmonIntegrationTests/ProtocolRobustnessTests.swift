@@ -77,6 +77,47 @@ struct ProtocolRobustnessTests {
         #expect(exact["code"] as? String == "malformed-json", "\(exact)")
     }
 
+    /// Requests written in pieces that end anywhere (in a line, between lines, several lines at once), with blank
+    /// lines and malformed ones among them: the daemon joins each line's pieces and answers every request once, in
+    /// order, whether it handles a line where it read it or after the framer joined it.
+    @Test func requestsWrittenInRandomPiecesAreEachAnsweredOnceInOrder() async throws {
+        let daemon = try await Accmond.start()
+        let socket = try RawSocket(path: daemon.socketPath)
+        var random = SplitMix64(seed: 0x5EED_18)
+        var stream: [UInt8] = []
+        var expected: [String] = []  // "status ID" or "error malformed-json"
+        for id in 0..<120 {
+            switch random.next(below: 10) {
+            case 0: stream += Array("  \t\n".utf8)  // a keep-alive: no reply
+            case 1:
+                stream += Array(#"{"type":"status","#.utf8) + [0x0A]
+                expected.append("error malformed-json")
+            default:
+                stream += Array(#"{"type":"status","id":\#(id)}"#.utf8) + [0x0A]
+                expected.append("status \(id)")
+            }
+        }
+        var start = 0
+        while start < stream.count {
+            let end = min(stream.count, start + 1 + Int(random.next(below: 90)))
+            try socket.send(bytes: Array(stream[start..<end]))
+            start = end
+            // Now and then a pause, so that a read of the daemon's ends where this piece does.
+            if random.next(below: 3) == 0 { try await Task.sleep(for: .milliseconds(2)) }
+        }
+        var answered: [String] = []
+        for _ in expected {
+            guard let reply = await socket.readObject() else { break }
+            if reply["type"] as? String == "status" {
+                answered.append("status \((reply["id"] as? NSNumber)?.intValue ?? -1)")
+            } else {
+                answered.append("\(reply["type"] as? String ?? "?") \(reply["code"] as? String ?? "?")")
+            }
+        }
+        #expect(answered == expected)
+        #expect(!(await socket.hasPendingData(within: .milliseconds(200))), "a reply more than the requests")
+    }
+
     @Test func helloWithOnlyUnknownVersionsGetsUnsupportedVersion() async throws {
         let daemon = try await Accmond.start()
         let socket = try RawSocket(path: daemon.socketPath)
