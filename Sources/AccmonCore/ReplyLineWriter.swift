@@ -23,14 +23,12 @@ enum ReplyLineWriter {
     /// `{"code":…,"id":…,"message":…,"type":"error"}`, without the id when there is none.
     static func error(id: RequestID?, _ error: ProtocolError) -> [UInt8] {
         var out = JSONOutput(capacity: 96 + error.message.utf8.count)
-        EventLineWriter.literal(#"{"code":"#, into: &out)
-        EventLineWriter.string(error.code.rawValue, into: &out)
+        EventLineWriter.member(#"{"code":"#, error.code.rawValue, into: &out)
         if let id {
             EventLineWriter.literal(#","id":"#, into: &out)
             requestID(id, into: &out)
         }
-        EventLineWriter.literal(#","message":"#, into: &out)
-        EventLineWriter.string(error.message, into: &out)
+        EventLineWriter.member(#","message":"#, error.message, into: &out)
         EventLineWriter.literal(#","type":"error"}\#n"#, into: &out)
         return out.bytes()
     }

@@ -53,8 +53,7 @@ extension PersistedState {
         Writer.list(connected, into: &out) { entry, out in
             Writer.literal(#"{"accessory":"#, into: &out)
             Writer.accessory(entry.accessory, into: &out)
-            Writer.literal(#","key":"#, into: &out)
-            Writer.string(entry.key, into: &out)
+            Writer.member(#","key":"#, entry.key, into: &out)
             out.append(UInt8(ascii: "}"))
         }
         Writer.literal(#"],"connectionCeiling":"#, into: &out)
@@ -75,8 +74,7 @@ extension PersistedState.PreservedEntry {
         typealias Writer = EventLineWriter
         Writer.literal(#"{"acknowledged":"#, into: &out)
         Writer.number(acknowledged, into: &out)
-        Writer.literal(#","clientName":"#, into: &out)
-        Writer.string(clientName, into: &out)
+        Writer.member(#","clientName":"#, clientName, into: &out)
         Writer.literal(#","filter":{"#, into: &out)
         // The filter's keys, sorted; an absent one is left out, as JSONEncoder leaves out a nil optional.
         let fields = [
@@ -105,14 +103,12 @@ extension PersistedState.PreservedEntry {
         Writer.list(replay, into: &out) { event, out in
             Writer.literal(#"{"accessory":"#, into: &out)
             Writer.accessory(event.accessory, into: &out)
-            Writer.literal(#","change":"#, into: &out)
-            Writer.string(event.change.rawValue, into: &out)
+            Writer.member(#","change":"#, event.change.rawValue, into: &out)
             Writer.literal(#","seq":"#, into: &out)
             Writer.number(event.seq, into: &out)
             out.append(UInt8(ascii: "}"))
         }
-        Writer.literal(#"],"restoreID":"#, into: &out)
-        Writer.string(restoreID, into: &out)
+        Writer.member(#"],"restoreID":"#, restoreID, into: &out)
         Writer.literal(#","uid":"#, into: &out)
         Writer.number(UInt64(uid), into: &out)
         out.append(UInt8(ascii: "}"))
@@ -198,7 +194,6 @@ final class StateStore: Sendable {
             }
         }
     }
-
 
     private func write(_ bytes: [UInt8]) {
         do {
