@@ -7,7 +7,7 @@ DEBUG_BIN = $(BUILD_DIR)/debug
 # The package: built and tested under PACKAGE_DIR (release build, staging tree, cached minbase chroot).
 PACKAGE_DIR ?= build
 PACKAGE_APT_PACKAGES := dpkg-dev binutils xz-utils man-db python3 systemd debootstrap lintian
-VERSION = $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonCore/Version.swift)
+VERSION = $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonProtocol/Version.swift)
 DEB = $(PACKAGE_DIR)/accmon_$(VERSION)_amd64.deb
 
 .PHONY: all build deps deps-package run test test-package deb fuzz soak clean
@@ -37,10 +37,16 @@ run: build
 	@scripts/run.sh $(DEBUG_BIN)
 
 # A run that hangs is stopped after 15 minutes, with the tests still running and their threads' stacks.
-test: build
+test: build check-layering
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
 	scripts/test-deadline.sh 900 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build
 	@$(MAKE) --no-print-directory test-package
+
+# Fails when a module dependency points the wrong way (docs/ARCHITECTURE.md, "Layers"); its self-test first.
+.PHONY: check-layering
+check-layering:
+	@python3 scripts/check-layering.py --self-test >/dev/null || python3 scripts/check-layering.py --self-test
+	SWIFT=$(SWIFT) python3 scripts/check-layering.py
 
 # Builds $(DEB): static release binaries, units, udev rules, manifest, man pages, completion, client library source.
 deb: deps-package

@@ -1,17 +1,19 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// The layout, with every dependency pointing down (docs/ARCHITECTURE.md; Tests/layering.sh checks it):
+//
+//   executables      accmond            accmon
+//   daemon           AccmondKit
+//   client                              AccmonClient
+//   adapters         AccmonUdev  AccmonSystemd  AccmonLogging  AccmonCrypto
+//   pure logic       AccmonDevices  AccmonManifest  AccmonProtocol  AccmonJSON  AccmonOptions
+//   system calls     AccmonSys
+//   C                CUdev  CSystemd  CCrypto  CAccmonShims
 let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
-
-/// The broker's release build skips Swift's run-time exclusivity checks: the broker loop reads and writes its own and
-/// its sessions' stored properties for every event and every subscriber, and each access was a call into the runtime
-/// (callgrind: 12 % of a fan-out event's instructions at 10 subscribers). Debug builds, which every test runs, keep
-/// the checks. The flag is the daemon's alone: the `AccmonClient` product does not contain this target, so packages
-/// that depend on it are not affected.
-let brokerSettings = strictSettings + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let package = Package(
     name: "accmon",
@@ -22,51 +24,100 @@ let package = Package(
         .executable(name: "accmon", targets: ["accmon"]),
     ],
     targets: [
-        // Pure logic: accessory model, filters, protocol messages and codec. No I/O.
-        .target(name: "AccmonCore", swiftSettings: strictSettings),
-        // Thin wrappers over the system calls the daemon and the client use.
+        // C libraries and the shims over C macros. Only the adapter modules and AccmonSys import them.
         .target(name: "CAccmonShims"),
         .systemLibrary(name: "CUdev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        // OpenSSL's libcrypto, wrapped, for the SHA-256 of USB descriptors (manifest pinning); not linked by AccmonCore.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .target(name: "AccmonCrypto", dependencies: ["CCrypto"], swiftSettings: strictSettings),
-        .target(name: "AccmonSys", dependencies: ["AccmonCore", "CAccmonShims"], swiftSettings: strictSettings),
-        // The daemon's machinery: event sources, registry, broker loop, sessions, transport.
-        // libudev, wrapped: handles that unref in one place, used on one thread.
+
+        // System calls, thinly wrapped; imports no Accmon module.
+        .target(name: "AccmonSys", dependencies: ["CAccmonShims"], swiftSettings: strictSettings),
+
+        // Pure logic, no I/O.
+        // JSON with comments, parsed with the position of every value, for files people write (manifest, configs).
+        .target(name: "AccmonJSON", swiftSettings: strictSettings),
+        // What a client needs: the accessory model, filters, messages, the codec, line framing, readers and writers.
+        .target(name: "AccmonProtocol", swiftSettings: strictSettings),
+        // The manifest: parser with positions, validation, globs, matching, writer, and loading its files.
         .target(
-            name: "AccmonUdev", dependencies: ["AccmonCore", "AccmonCrypto", "AccmonSys", "CUdev"],
+            name: "AccmonManifest", dependencies: ["AccmonJSON", "AccmonProtocol", "AccmonSys"],
             swiftSettings: strictSettings),
-        // libsystemd, wrapped: sd_notify, socket activation, the watchdog, the journal. The daemon's alone, so that the
-        // client library and the CLI do not link libsystemd.
-        .target(name: "AccmonSystemd", dependencies: ["AccmonSys", "CSystemd"], swiftSettings: strictSettings),
+        // udev's view of devices: monitor datagrams, properties, classification, the event-order tracker.
+        .target(name: "AccmonDevices", dependencies: ["AccmonProtocol"], swiftSettings: strictSettings),
+        // One command-line option parser for every executable.
+        .target(name: "AccmonOptions", swiftSettings: strictSettings),
+
+        // Adapters over C libraries.
+        // OpenSSL's libcrypto, for the SHA-256 of USB descriptors (manifest pinning).
+        .target(name: "AccmonCrypto", dependencies: ["CCrypto"], swiftSettings: strictSettings),
+        // libudev: handles that unref in one place, used on one thread.
         .target(
-            name: "AccmondKit", dependencies: ["AccmonCore", "AccmonSys", "AccmonUdev", "AccmonSystemd"],
-            swiftSettings: brokerSettings),
-        // The library for client apps.
-        .target(name: "AccmonClient", dependencies: ["AccmonCore", "AccmonSys"], swiftSettings: strictSettings),
+            name: "AccmonUdev", dependencies: ["AccmonCrypto", "AccmonDevices", "AccmonProtocol", "AccmonSys", "CUdev"],
+            swiftSettings: strictSettings),
+        // libsystemd: sd_notify, socket activation, the watchdog, the journal. Not linked by the client library or
+        // the CLI.
+        .target(name: "AccmonSystemd", dependencies: ["AccmonSys", "CSystemd"], swiftSettings: strictSettings),
+        // The logger of the long-running programs: stderr, or native journal entries under systemd.
+        .target(name: "AccmonLogging", dependencies: ["AccmonSys", "AccmonSystemd"], swiftSettings: strictSettings),
+
+        // The daemon's machinery, in folders by role: Loop, Requests, Publishing, Sessions, State, Sources,
+        // Authorization.
+        .target(
+            name: "AccmondKit",
+            dependencies: [
+                "AccmonDevices", "AccmonLogging", "AccmonManifest", "AccmonProtocol", "AccmonSys", "AccmonSystemd",
+                "AccmonUdev",
+            ],
+            swiftSettings: strictSettings),
+        // The library for client apps; re-exports AccmonProtocol.
+        .target(name: "AccmonClient", dependencies: ["AccmonProtocol", "AccmonSys"], swiftSettings: strictSettings),
+
         .executableTarget(
-            name: "accmond", dependencies: ["AccmondKit", "AccmonSys", "AccmonSystemd"], swiftSettings: strictSettings),
-        .executableTarget(name: "accmon", dependencies: ["AccmonClient"], swiftSettings: strictSettings),
-        // A minimal client app, built by the tests, showing the library's use.
+            name: "accmond",
+            dependencies: ["AccmondKit", "AccmonLogging", "AccmonOptions", "AccmonProtocol", "AccmonSys", "AccmonSystemd"],
+            swiftSettings: strictSettings),
+        .executableTarget(
+            name: "accmon", dependencies: ["AccmonClient", "AccmonManifest", "AccmonOptions", "AccmonSys"],
+            swiftSettings: strictSettings),
+        // A minimal client app, built by the tests, showing the library's use with one import.
         .executableTarget(
             name: "AccmonExampleWatcher", dependencies: ["AccmonClient"], path: "Examples/AccmonExampleWatcher",
             swiftSettings: strictSettings),
-        // What the test targets share: locating the built binaries, child processes, polling, a seeded generator.
-        .target(name: "AccmonTestSupport", path: "Tests/AccmonTestSupport", swiftSettings: strictSettings),
-        .testTarget(
-            name: "AccmonCoreTests", dependencies: ["AccmonCore", "AccmonTestSupport"], swiftSettings: strictSettings),
-        .testTarget(
-            name: "AccmonUdevTests",
-            dependencies: ["AccmonClient", "AccmonCore", "AccmonCrypto", "AccmonUdev", "AccmonTestSupport"],
+
+        // What the test targets share: locating the built binaries, child processes, polling, a seeded generator,
+        // sample accessories.
+        .target(
+            name: "AccmonTestSupport", dependencies: ["AccmonProtocol"], path: "Tests/AccmonTestSupport",
             swiftSettings: strictSettings),
         .testTarget(
-            name: "AccmonManifestTests", dependencies: ["AccmonClient", "AccmonCrypto", "AccmonTestSupport"],
+            name: "AccmonProtocolTests", dependencies: ["AccmonProtocol", "AccmonTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonDevicesTests", dependencies: ["AccmonDevices", "AccmonProtocol", "AccmonTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmondKitTests",
+            dependencies: ["AccmondKit", "AccmonDevices", "AccmonProtocol", "AccmonSys", "AccmonTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonManifestTests",
+            dependencies: [
+                "AccmonClient", "AccmonCrypto", "AccmonJSON", "AccmonManifest", "AccmonProtocol", "AccmonTestSupport",
+            ],
             exclude: ["Corpus"],
             swiftSettings: strictSettings),
         .testTarget(
+            name: "AccmonUdevTests",
+            dependencies: [
+                "AccmonClient", "AccmonCrypto", "AccmonDevices", "AccmonProtocol", "AccmonTestSupport", "AccmonUdev",
+            ],
+            swiftSettings: strictSettings),
+        .testTarget(
             name: "AccmonIntegrationTests",
-            dependencies: ["AccmonClient", "AccmonCore", "AccmonSys", "AccmondKit", "AccmonTestSupport"],
+            dependencies: [
+                "AccmonClient", "AccmonDevices", "AccmonLogging", "AccmonProtocol", "AccmonSys", "AccmondKit",
+                "AccmonTestSupport",
+            ],
             swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]

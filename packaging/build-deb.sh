@@ -15,11 +15,11 @@ SWIFT=${SWIFT:-swift}
 say() { printf '== %s\n' "$*"; }
 fail() { printf 'build-deb: %s\n' "$*" >&2; exit 1; }
 
-version=$(sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonCore/Version.swift)
-[ -n "$version" ] || fail "no version in Sources/AccmonCore/Version.swift"
+version=$(sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonProtocol/Version.swift)
+[ -n "$version" ] || fail "no version in Sources/AccmonProtocol/Version.swift"
 changelog_version=$(sed -n '1s/^accmon (\(.*\)).*/\1/p' packaging/debian/changelog)
 [ "$version" = "$changelog_version" ] ||
-  fail "version $version (Sources/AccmonCore/Version.swift) is not the changelog's $changelog_version: add an entry to packaging/debian/changelog"
+  fail "version $version (Sources/AccmonProtocol/Version.swift) is not the changelog's $changelog_version: add an entry to packaging/debian/changelog"
 changelog_date=$(sed -n 's/^ -- .*>  \(.*\)$/\1/p' packaging/debian/changelog | head -1)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(date -d "$changelog_date" +%s)}
 date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The `make run` demo on the real libudev path: accmond watches udev in a umockdev testbed (a fake sysfs with uevents,
-# tests/umockdev/testbed.py), `accmon watch` shows what it publishes, and a short story plugs and unplugs realistic
+# Tests/umockdev/testbed.py), `accmon watch` shows what it publishes, and a short story plugs and unplugs realistic
 # devices. On a terminal it keeps watching until Ctrl-C; otherwise it exits by itself after the demo.
 #
 # Usage: scripts/umockdev-demo.sh BUILD_BIN_DIR     (DEMO_PAUSE=seconds between steps, default 0.6)
@@ -10,7 +10,7 @@ set -euo pipefail
 bin=${1:?usage: umockdev-demo.sh BUILD_BIN_DIR}
 bin=$(cd "$bin" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-harness_py="$here/../tests/umockdev/testbed.py"
+harness_py="$here/../Tests/umockdev/testbed.py"
 manifest="$here/../docs/examples/manifest.json"
 pause=${DEMO_PAUSE:-0.6}
 

@@ -3,7 +3,6 @@
 //
 //     swift run AccmonExampleWatcher [SOCKET]
 import AccmonClient
-import AccmonCore
 
 let socketPath = CommandLine.arguments.dropFirst().first
 do {

@@ -1,4 +1,4 @@
-public import AccmonCore
+@_exported public import AccmonProtocol
 import Synchronization
 
 /// What a subscription with a handler hands it, in order: the snapshot once, first, then each live event.

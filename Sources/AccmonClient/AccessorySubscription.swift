@@ -1,4 +1,4 @@
-public import AccmonCore
+@_exported public import AccmonProtocol
 
 /// A subscription: the snapshot of matching accessories at subscribe time, then an asynchronous sequence of live
 /// connect and disconnect events.

@@ -1,4 +1,4 @@
-public import AccmonCore
+@_exported public import AccmonProtocol
 import AccmonSys
 import Glibc
 import Synchronization

@@ -1,4 +1,4 @@
-public import AccmonCore
+@_exported public import AccmonProtocol
 
 /// An error from the client library, with a message that says what to do about it.
 public struct AccmonError: Error, Sendable, CustomStringConvertible {

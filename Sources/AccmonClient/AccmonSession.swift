@@ -1,4 +1,4 @@
-public import AccmonCore
+@_exported public import AccmonProtocol
 import Synchronization
 
 /// A subscription that survives restarts of the app and of the daemon: the analogue of Core Bluetooth's state

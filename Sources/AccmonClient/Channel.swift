@@ -1,4 +1,4 @@
-import AccmonCore
+import AccmonProtocol
 import AccmonSys
 import Glibc
 import Synchronization

@@ -1,4 +1,5 @@
-public import AccmonCore
+public import AccmonDevices
+public import AccmonProtocol
 import AccmonCrypto
 public import AccmonSys
 import CUdev
@@ -166,14 +167,14 @@ final class SysfsDirectory {
 
     deinit { if descriptor >= 0 { Glibc.close(descriptor) } }
 
-    /// A `usb_device`'s attributes (those its properties tell exactly, ``AccmonCore/usbDeviceAttributes(fromProperties:)``,
+    /// A `usb_device`'s attributes (those its properties tell exactly, ``AccmonDevices/usbDeviceAttributes(fromProperties:)``,
     /// the others read) and its descriptors' hash (empty when unreadable: the device is gone). When its properties tell every attribute
     /// (udev's `usb_id` and accmon's udev rules give them all), only `descriptors` is read, opened by its path: one
     /// `openat` and one `close` instead of two each.
     static func usbDevice(
         at syspath: String, properties: UdevProperties
     ) -> (attributes: SysfsAttributes, descriptorsSHA256: String) {
-        let known = AccmonCore.usbDeviceAttributes(fromProperties: properties)
+        let known = AccmonDevices.usbDeviceAttributes(fromProperties: properties)
         if SysfsAttribute.usbDevice.allSatisfy({ known[$0] != nil }) {
             return (known, SysfsDirectory().descriptorsHash(file: syspath + "/descriptors"))
         }

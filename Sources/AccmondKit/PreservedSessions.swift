@@ -1,4 +1,7 @@
-import AccmonCore
+import AccmonDevices
+import AccmonLogging
+import AccmonManifest
+import AccmonProtocol
 import AccmonSys
 
 /// Identifies a preservable session: a restore id is only ever handed back to the same user.

@@ -1,3 +1,4 @@
+import AccmonLogging
 import AccmonSys
 import AccmonSystemd
 import Synchronization

@@ -1,4 +1,7 @@
-import AccmonCore
+import AccmonDevices
+import AccmonLogging
+import AccmonManifest
+import AccmonProtocol
 import AccmonSys
 
 /// What a session subscribed to. A class: the broker asks every session at every event whether it receives it, and

@@ -1,4 +1,7 @@
-import AccmonCore
+import AccmonDevices
+import AccmonLogging
+import AccmonManifest
+import AccmonProtocol
 import AccmonSys
 import AccmonUdev
 import Synchronization

@@ -1,5 +1,6 @@
 import AccmonClient
-import AccmonCore
+import AccmonManifest
+import AccmonOptions
 import Glibc
 import Synchronization
 
@@ -8,7 +9,7 @@ protocol Command {
     static var name: String { get }
     static var abstract: String { get }
     static var usage: String { get }
-    init(_ arguments: inout Arguments, socket: String?) throws(UsageError)
+    init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError)
     func run() async throws(AccmonError)
 }
 
@@ -17,7 +18,7 @@ struct CommonOptions {
     var socket: String?
 
     /// Consumes `option` if it is common; returns whether it was.
-    mutating func parse(_ option: String, _ arguments: inout Arguments) throws(UsageError) -> Bool {
+    mutating func parse(_ option: String, _ arguments: inout OptionCursor) throws(UsageError) -> Bool {
         guard option == "--socket" else { return false }
         socket = try arguments.value(for: option)
         return true
@@ -41,7 +42,7 @@ struct SelectionOptions {
     var filter = AccessoryFilter()
 
     /// Consumes `option` if it is one of these; returns whether it was.
-    mutating func parse(_ option: String, _ arguments: inout Arguments) throws(UsageError) -> Bool {
+    mutating func parse(_ option: String, _ arguments: inout OptionCursor) throws(UsageError) -> Bool {
         switch option {
         case "--json": json = true
         case "--all": all = true
@@ -83,16 +84,16 @@ struct WatchCommand: Command {
     var all: Bool { selection.all }
     var filter: AccessoryFilter { selection.filter }
 
-    init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
+    init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
         selection = SelectionOptions(common: CommonOptions(socket: socket))
-        while let option = arguments.next() {
+        while let option = try arguments.next() {
             if option == "--restore-id" {
                 restoreID = try arguments.value(for: option)
             } else if try !selection.parse(option, &arguments) {
-                throw UsageError(message: "unknown option '\(option)'")
+                throw UsageError("unknown option '\(option)'")
             }
         }
-        if all && restoreID != nil { throw UsageError(message: "--all and --restore-id do not go together") }
+        if all && restoreID != nil { throw UsageError("--all and --restore-id do not go together") }
     }
 
     /// The first `--json` line of a session with a restore id.
@@ -223,10 +224,10 @@ struct ListCommand: Command {
     var all: Bool { selection.all }
     var filter: AccessoryFilter { selection.filter }
 
-    init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
+    init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
         selection = SelectionOptions(common: CommonOptions(socket: socket))
-        while let option = arguments.next() {
-            if try !selection.parse(option, &arguments) { throw UsageError(message: "unknown option '\(option)'") }
+        while let option = try arguments.next() {
+            if try !selection.parse(option, &arguments) { throw UsageError("unknown option '\(option)'") }
         }
     }
 
@@ -278,13 +279,13 @@ struct StatusCommand: Command {
     var common: CommonOptions
     var json = false
 
-    init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
+    init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
         common = CommonOptions(socket: socket)
-        while let option = arguments.next() {
+        while let option = try arguments.next() {
             if option == "--json" {
                 json = true
             } else if try !common.parse(option, &arguments) {
-                throw UsageError(message: "unknown option '\(option)'")
+                throw UsageError("unknown option '\(option)'")
             }
         }
     }
@@ -377,14 +378,14 @@ struct SimulateCommand: Command {
     var common: CommonOptions
     var action: Action
 
-    init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
+    init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
         common = CommonOptions(socket: socket)
-        switch arguments.next() {
+        switch try arguments.next() {
         case "connect":
             var kind: AccessoryKind?
             var accessory = Accessory(kind: .usb)
             var accessoryID: String?
-            while let option = arguments.next() {
+            while let option = try arguments.next() {
                 if try common.parse(option, &arguments) { continue }
                 switch option {
                 case "--kind": kind = try parseKind(arguments.value(for: option))
@@ -402,28 +403,28 @@ struct SimulateCommand: Command {
                 case "--port": accessory.portPath = try arguments.value(for: option)
                 case "--interface": accessory.interfaceNumber = try arguments.value(for: option)
                 case "--id": accessoryID = try arguments.value(for: option)
-                default: throw UsageError(message: "unknown option '\(option)'")
+                default: throw UsageError("unknown option '\(option)'")
                 }
             }
-            guard let kind else { throw UsageError(message: "simulate connect: --kind is required") }
+            guard let kind else { throw UsageError("simulate connect: --kind is required") }
             accessory.kind = kind
             accessory.accessoryID = accessoryID ?? accessory.derivedAccessoryID
             action = .connect(accessory)
         case "disconnect":
             var connectionID: ConnectionID?
-            while let argument = arguments.next() {
+            while let argument = try arguments.next() {
                 if try common.parse(argument, &arguments) { continue }
                 guard connectionID == nil, let number = UInt64(argument) else {
-                    throw UsageError(message: "simulate disconnect: '\(argument)' is not a connection id")
+                    throw UsageError("simulate disconnect: '\(argument)' is not a connection id")
                 }
                 connectionID = ConnectionID(number)
             }
-            guard let connectionID else { throw UsageError(message: "simulate disconnect: CONNECTION_ID is required") }
+            guard let connectionID else { throw UsageError("simulate disconnect: CONNECTION_ID is required") }
             action = .disconnect(connectionID)
         case let other?:
-            throw UsageError(message: "simulate: unknown action '\(other)' (expected connect or disconnect)")
+            throw UsageError("simulate: unknown action '\(other)' (expected connect or disconnect)")
         case nil:
-            throw UsageError(message: "simulate: an action is required (connect or disconnect)")
+            throw UsageError("simulate: an action is required (connect or disconnect)")
         }
     }
 

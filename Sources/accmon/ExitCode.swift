@@ -1,5 +1,6 @@
 import AccmonClient
-import AccmonCore
+import AccmonManifest
+import AccmonOptions
 import AccmonSys
 import Glibc
 
@@ -22,11 +23,6 @@ enum ExitCode: Int32 {
         default: self = .failure
         }
     }
-}
-
-/// A usage error: printed as `Error: …`, the command's usage, and a pointer to `--help`; exit 64.
-struct UsageError: Error {
-    var message: String
 }
 
 func writeOut(_ text: String) {

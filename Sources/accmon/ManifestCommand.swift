@@ -1,5 +1,6 @@
 import AccmonClient
-import AccmonCore
+import AccmonManifest
+import AccmonOptions
 import AccmonSys
 import Glibc
 
@@ -47,25 +48,24 @@ struct ManifestCommand: Command {
     var common: CommonOptions
     var action: Action
 
-    init(_ arguments: inout Arguments, socket: String?) throws(UsageError) {
+    init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
         common = CommonOptions(socket: socket)
-        switch arguments.next() {
+        switch try arguments.next() {
         case "check":
             var files: [String] = []
             var main: String?
             var directory: String?
-            while let argument = arguments.next() {
+            while let argument = try arguments.next() {
                 switch argument {
                 case "--manifest": main = try arguments.value(for: argument)
                 case "--manifest-dir": directory = try arguments.value(for: argument)
-                case "--": while let file = arguments.next() { files.append(file) }
-                case _ where argument.hasPrefix("-") && argument != "-":
-                    throw UsageError(message: "manifest check: unknown option '\(argument)'")
+                case _ where arguments.isOption(argument):
+                    throw UsageError("manifest check: unknown option '\(argument)'")
                 default: files.append(argument)
                 }
             }
             if !files.isEmpty, main != nil || directory != nil {
-                throw UsageError(message: "manifest check: give FILEs or --manifest/--manifest-dir, not both")
+                throw UsageError("manifest check: give FILEs or --manifest/--manifest-dir, not both")
             }
             action = .check(
                 files: files.isEmpty ? nil : files, main: main ?? Manifest.defaultPath,
@@ -73,27 +73,27 @@ struct ManifestCommand: Command {
         case "generate":
             var hash = false
             var filter = AccessoryFilter()
-            while let option = arguments.next() {
+            while let option = try arguments.next() {
                 if option == "--hash" {
                     hash = true
                 } else if try !common.parse(option, &arguments),
                     try !parseFilterOption(option, &arguments, into: &filter)
                 {
-                    throw UsageError(message: "manifest generate: unknown option '\(option)'")
+                    throw UsageError("manifest generate: unknown option '\(option)'")
                 }
             }
             action = .generate(hash: hash, filter: filter)
         case "reload":
-            while let option = arguments.next() {
+            while let option = try arguments.next() {
                 if try !common.parse(option, &arguments) {
-                    throw UsageError(message: "manifest reload: unknown option '\(option)'")
+                    throw UsageError("manifest reload: unknown option '\(option)'")
                 }
             }
             action = .reload
         case let other?:
-            throw UsageError(message: "manifest: unknown action '\(other)' (expected check, generate or reload)")
+            throw UsageError("manifest: unknown action '\(other)' (expected check, generate or reload)")
         case nil:
-            throw UsageError(message: "manifest: an action is required (check, generate or reload)")
+            throw UsageError("manifest: an action is required (check, generate or reload)")
         }
     }
 

@@ -1,4 +1,6 @@
-import AccmonCore
+import AccmonClient
+import AccmonManifest
+import AccmonOptions
 import AccmonSys
 import FoundationEssentials
 import Glibc

@@ -1,5 +1,6 @@
 import AccmonClient
-import AccmonCore
+import AccmonManifest
+import AccmonOptions
 import Glibc
 
 let commands: [any Command.Type] = [
@@ -21,59 +22,65 @@ let mainUsage = """
 
     """
 
-func usageFailure(_ message: String, usage: String, command: String?) -> Never {
-    writeError("Error: \(message)\n\(usage)See 'accmon\(command.map { " \($0)" } ?? "") --help'.\n")
+func usageFailure(_ error: UsageError, usage: String, command: String?) -> Never {
+    writeError(error.report(usage: usage, helpCommand: "accmon\(command.map { " \($0)" } ?? "")"))
     exit(.usage)
 }
 
-var arguments = Arguments(expandingEqualsSigns(Array(CommandLine.arguments.dropFirst())))
-var socket: String?
-var chosen: (any Command.Type)?
-while chosen == nil, let argument = arguments.next() {
-    switch argument {
-    case "-h", "--help":
-        writeOut(mainUsage)
-        exit(.success)
-    case "--version":
-        writeOut("accmon \(AccmonVersion.current)\n")
-        exit(.success)
-    case "--socket":
-        do throws(UsageError) {
-            socket = try arguments.value(for: argument)
-        } catch {
-            usageFailure(error.message, usage: mainUsage, command: nil)
+/// What the command line asks for.
+enum Invocation {
+    case run(any Command)
+    /// Help or the version: printed as it is.
+    case show(String)
+}
+
+/// Parses the whole command line before anything connects: the global options, the command, then its options.
+/// Help wins over everything else (`accmon watch --json --help` prints the help of `watch`).
+@MainActor func parseInvocation(_ list: [String]) -> Invocation {
+    var arguments = OptionCursor(list)
+    var socket: String?
+    var chosen: (any Command.Type)?
+    do throws(UsageError) {
+        while chosen == nil, let argument = try arguments.next() {
+            switch argument {
+            case "-h", "--help": return .show(mainUsage)
+            case "--version": return .show("accmon \(AccmonVersion.current)\n")
+            case "--socket": socket = try arguments.value(for: argument)
+            case "help":
+                guard let name = try arguments.next() else { return .show(mainUsage) }
+                guard let type = commands.first(where: { $0.name == name }) else {
+                    throw UsageError("unknown command '\(name)'")
+                }
+                return .show(type.usage)
+            default:
+                guard let type = commands.first(where: { $0.name == argument }) else {
+                    throw UsageError(
+                        arguments.isOption(argument)
+                            ? "unknown option '\(argument)'" : "unknown command '\(argument)'")
+                }
+                chosen = type
+            }
         }
-    case "help":
-        guard let name = arguments.next() else {
-            writeOut(mainUsage)
-            exit(.success)
-        }
-        guard let type = commands.first(where: { $0.name == name }) else {
-            usageFailure("unknown command '\(name)'", usage: mainUsage, command: nil)
-        }
-        writeOut(type.usage)
-        exit(.success)
-    default:
-        guard let type = commands.first(where: { $0.name == argument }) else {
-            usageFailure("unknown command '\(argument)'", usage: mainUsage, command: nil)
-        }
-        chosen = type
+    } catch {
+        usageFailure(error, usage: mainUsage, command: nil)
+    }
+    guard let chosen else { usageFailure(UsageError("a command is required"), usage: mainUsage, command: nil) }
+    let rest = arguments.rest()
+    if rest.contains("-h") || rest.contains("--help") { return .show(chosen.usage) }
+    var commandArguments = OptionCursor(rest)
+    do throws(UsageError) {
+        return .run(try chosen.init(&commandArguments, socket: socket))
+    } catch {
+        usageFailure(error, usage: chosen.usage, command: chosen.name)
     }
 }
-guard let chosen else { usageFailure("a command is required", usage: mainUsage, command: nil) }
 
-// Help first: `accmon watch --json --help` prints help without connecting.
-let rest = Array(sequence(state: arguments) { $0.next() })
-if rest.contains("-h") || rest.contains("--help") {
-    writeOut(chosen.usage)
-    exit(.success)
-}
-var commandArguments = Arguments(rest)
 let parsed: any Command
-do throws(UsageError) {
-    parsed = try chosen.init(&commandArguments, socket: socket)
-} catch {
-    usageFailure(error.message, usage: chosen.usage, command: chosen.name)
+switch parseInvocation(Array(CommandLine.arguments.dropFirst())) {
+case .run(let command): parsed = command
+case .show(let text):
+    writeOut(text)
+    exit(.success)
 }
 
 // Ctrl-C (and SIGTERM) end `watch` quietly with success.

@@ -1,4 +1,5 @@
 import AccmonSys
+import AccmonLogging
 import AccmonSystemd
 import AccmondKit
 import Glibc

@@ -1,4 +1,4 @@
-import AccmonCore
+import AccmonProtocol
 import AccmonTestSupport
 import Foundation
 import Testing

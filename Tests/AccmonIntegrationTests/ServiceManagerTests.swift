@@ -1,5 +1,7 @@
+import AccmonDevices
+@testable import AccmonLogging
 import AccmonClient
-import AccmonCore
+import AccmonProtocol
 import AccmonSys
 import AccmonTestSupport
 import Foundation

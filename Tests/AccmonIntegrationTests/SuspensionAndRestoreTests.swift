@@ -1,5 +1,5 @@
 import AccmonClient
-import AccmonCore
+import AccmonProtocol
 import AccmonSys
 import AccmonTestSupport
 import Foundation

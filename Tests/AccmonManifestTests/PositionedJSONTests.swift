@@ -1,4 +1,6 @@
-import AccmonCore
+import AccmonJSON
+import AccmonManifest
+import AccmonProtocol
 import Testing
 
 @Suite("Position-tracking JSON parser")

@@ -1,5 +1,7 @@
 import AccmonClient
-import AccmonCore
+import AccmonJSON
+import AccmonManifest
+import AccmonProtocol
 import AccmonTestSupport
 import Foundation
 import Glibc

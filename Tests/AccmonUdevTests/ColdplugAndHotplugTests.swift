@@ -1,10 +1,11 @@
 import AccmonClient
-import AccmonCore
+import AccmonDevices
+import AccmonProtocol
 import AccmonTestSupport
 import Foundation
 import Testing
 
-/// accmond on the real libudev path, with umockdev's fake sysfs and uevents (tests/umockdev/testbed.py). Each test
+/// accmond on the real libudev path, with umockdev's fake sysfs and uevents (Tests/umockdev/testbed.py). Each test
 /// has its own testbed, network namespace and accmond. The tests run one at a time: each storms a 2-core machine.
 @Suite("udev through umockdev", .serialized, .timeLimit(.minutes(2)))
 struct UdevTests {}

@@ -1,11 +1,12 @@
-import AccmonCore
+import AccmonDevices
+import AccmonProtocol
 import AccmonTestSupport
 import Foundation
 import Testing
 
 /// accmond reads udevd's monitor datagrams itself (``UdevMonitorMessage``) instead of through libudev's
 /// `udev_monitor_receive_device`. Thousands of random datagrams, well-formed and broken, go to the real libudev (under
-/// umockdev, through `tests/umockdev/libudev_receive.py`) and to the parser: both must drop the same ones and read the
+/// umockdev, through `Tests/umockdev/libudev_receive.py`) and to the parser: both must drop the same ones and read the
 /// same fields and properties from the others, apart from the differences the parser documents.
 @Suite("udev monitor messages: accmond's parser agrees with libudev", .timeLimit(.minutes(2)))
 struct MonitorMessageAgreementTests {

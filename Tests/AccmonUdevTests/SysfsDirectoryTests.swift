@@ -1,4 +1,5 @@
-import AccmonCore
+import AccmonDevices
+import AccmonProtocol
 import AccmonCrypto
 import AccmonTestSupport
 import Foundation

@@ -1,4 +1,5 @@
-import AccmonCore
+import AccmonDevices
+import AccmonProtocol
 import AccmonTestSupport
 import Foundation
 import Testing
@@ -7,7 +8,7 @@ import Testing
 
 /// accmond takes a USB device's `removable` from `ACCMON_REMOVABLE`, which accmon's own udev rule sets
 /// (udev-rules/70-accmon.rules), instead of reading the file again. The rules run in real udev (`udevadm test` under
-/// umockdev, with accmon's rules only, through `tests/umockdev/udev_rules.py`) on devices with each value the kernel
+/// umockdev, with accmon's rules only, through `Tests/umockdev/udev_rules.py`) on devices with each value the kernel
 /// writes, with the file's newline and without the file; the accessory classified from udev's properties plus the
 /// attributes still read must equal the one classified from every attribute read, and the attribute must come from
 /// udev whenever the file exists.

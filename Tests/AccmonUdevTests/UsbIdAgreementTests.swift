@@ -1,4 +1,5 @@
-import AccmonCore
+import AccmonDevices
+import AccmonProtocol
 import AccmonTestSupport
 import Foundation
 import Testing
@@ -8,7 +9,7 @@ import Testing
 /// accmond takes a USB device's manufacturer, product and serial from the properties udev's `usb_id` builtin sets
 /// (``usbDeviceAttributes(fromProperties:)``) instead of reading sysfs, when they tell the text exactly. Random
 /// devices, with the strings a device may report, go to the real builtin (`udevadm test-builtin usb_id` under
-/// umockdev, through `tests/umockdev/usb_id.py`); the accessory classified from its properties plus the attributes
+/// umockdev, through `Tests/umockdev/usb_id.py`); the accessory classified from its properties plus the attributes
 /// still read must equal the one classified from every attribute read.
 @Suite("USB strings from udev's usb_id properties agree with sysfs", .timeLimit(.minutes(2)))
 struct UsbIdAgreementTests {

@@ -15,8 +15,8 @@ enum Locations {
     static let repository: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// The umockdev harness, `tests/umockdev/testbed.py`.
-    static var harness: URL { repository.appendingPathComponent("tests/umockdev/testbed.py") }
+    /// The umockdev harness, `Tests/umockdev/testbed.py`.
+    static var harness: URL { repository.appendingPathComponent("Tests/umockdev/testbed.py") }
 
     /// The built executable `name` (`accmond`, `accmon`).
     static func binary(_ name: String) throws -> URL {

@@ -1,4 +1,5 @@
-import AccmonCore
+import AccmonDevices
+import AccmonProtocol
 import AccmonTestSupport
 import Foundation
 import Testing

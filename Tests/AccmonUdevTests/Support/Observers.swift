@@ -1,5 +1,6 @@
 import AccmonClient
-import AccmonCore
+import AccmonDevices
+import AccmonProtocol
 import AccmonTestSupport
 import Foundation
 import Glibc

@@ -1,7 +1,8 @@
-import AccmonCore
+import AccmonDevices
+import AccmonProtocol
 import Foundation
 
-/// A script in `tests/umockdev/` that gives the real udev's answers (libudev's, `usb_id`'s) for the suite to compare
+/// A script in `Tests/umockdev/` that gives the real udev's answers (libudev's, `usb_id`'s) for the suite to compare
 /// with: run under `umockdev-wrapper`, it reads one question per line and writes one answer per line.
 struct ReferenceScript {
     /// The file name, such as `usb_id.py`.
@@ -12,7 +13,7 @@ struct ReferenceScript {
         try UdevEnvironment.check()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/umockdev-wrapper")
-        process.arguments = ["/usr/bin/python3", Locations.repository.appendingPathComponent("tests/umockdev/\(name)").path]
+        process.arguments = ["/usr/bin/python3", Locations.repository.appendingPathComponent("Tests/umockdev/\(name)").path]
         let input = Pipe()
         let output = Pipe()
         let errors = Pipe()

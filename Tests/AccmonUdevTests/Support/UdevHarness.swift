@@ -19,7 +19,7 @@ struct HarnessReply: @unchecked Sendable, CustomStringConvertible {
     var description: String { line }
 }
 
-/// The Python umockdev harness (`tests/umockdev/testbed.py`) with accmond inside it, driven over its stdin/stdout.
+/// The Python umockdev harness (`Tests/umockdev/testbed.py`) with accmond inside it, driven over its stdin/stdout.
 ///
 /// It runs as `unshare -n sh -c 'sysctl -qw net.unix.max_dgram_qlen=4096 && exec umockdev-wrapper /usr/bin/python3
 /// testbed.py ...'` (`-rn` when not root): a private network namespace (so that the larger datagram queue umockdev needs leaves the host
