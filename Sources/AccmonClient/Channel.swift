@@ -183,20 +183,19 @@ final class Channel: Sendable {
         var buffer = [UInt8](repeating: 0, count: 65_536)
         var endError = AccmonError(.connectionClosed, "accmon: accmond closed the connection")
         executor.readerStarted()
-        var waits = [
-            pollfd(fd: descriptor.rawValue, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: executor.wakeup.descriptor.rawValue, events: Int16(POLLIN), revents: 0),
-        ]
+        let watched = [descriptor, executor.wakeup.descriptor]
         while true {
             // Tasks that prefer the reader executor run between reads; the socket is not left unread for long.
             let moreJobs = executor.runWaitingJobs()
-            if poll(&waits, 2, moreJobs ? 0 : -1) < 0 {
-                if errno == EINTR { continue }
-                endError = AccmonError(.connectionClosed, "accmon: poll: \(Errno.current)")
+            let readable: ReadableSet
+            do {
+                readable = try waitForReadable(watched, timeoutMilliseconds: moreJobs ? 0 : -1)
+            } catch {
+                endError = AccmonError(.connectionClosed, "accmon: poll: \(error)")
                 break
             }
-            if waits[1].revents != 0 { executor.wakeup.drain() }
-            guard waits[0].revents != 0 else { continue }
+            if readable.ready[1] { executor.wakeup.drain() }
+            guard readable.ready[0] else { continue }
             let result = buffer.withUnsafeMutableBytes { raw in
                 Result { () throws(Errno) -> Int in try descriptor.receive(into: raw) }
             }

@@ -112,11 +112,47 @@ public struct Manifest: Sendable, Hashable {
     }
 
     /// Whether a user may do admin operations: root always; others when `admins` lists them or one of their groups.
-    ///
-    /// The caller resolves names (`getpwuid`, `getgrgid`, `getgrouplist`); see
-    /// ``AccessList/allows(uid:gids:userName:groupNames:)``.
-    public func isAdmin(uid: UInt32, gids: [UInt32], userName: String?, groupNames: [String]) -> Bool {
-        admins.allows(uid: uid, gids: gids, userName: userName, groupNames: groupNames)
+    /// Names in the list count through `accounts` (see ``AccessList/allows(uid:gids:accounts:)``).
+    public func isAdmin(uid: UInt32, gids: [UInt32], accounts: AccountIDs) -> Bool {
+        admins.allows(uid: uid, gids: gids, accounts: accounts)
+    }
+
+    /// Every user and group name the manifest's access lists and admins mention (the default group included, which
+    /// entries without `access` use): what ``AccountIDs`` must resolve.
+    public var accountNames: (users: Set<String>, groups: Set<String>) {
+        var users: Set<String> = []
+        var groups: Set<String> = []
+        for list in [admins] + entries.map(\.effectiveAccess) {
+            for case .name(let name) in list.users { users.insert(name) }
+            for case .name(let name) in list.groups { groups.insert(name) }
+        }
+        return (users, groups)
+    }
+}
+
+/// The ids of the user and group names a manifest mentions, resolved from the account databases once per manifest
+/// load: deciding what a client may see or do then needs only the ids the kernel gives for its socket, and no
+/// account lookup (which can wait seconds on a directory service) happens per client.
+public struct AccountIDs: Sendable, Hashable {
+    /// User names to uids; a name that did not resolve is absent, and never matches.
+    public var users: [String: UInt32]
+    /// Group names to gids; a name that did not resolve is absent, and never matches.
+    public var groups: [String: UInt32]
+
+    public init(users: [String: UInt32] = [:], groups: [String: UInt32] = [:]) {
+        self.users = users
+        self.groups = groups
+    }
+
+    /// Resolves `names` with the given lookups (in the daemon, the account databases).
+    public init(
+        resolving names: (users: Set<String>, groups: Set<String>), userID: (String) -> UInt32?,
+        groupID: (String) -> UInt32?
+    ) {
+        users = [:]
+        groups = [:]
+        for name in names.users { users[name] = userID(name) }
+        for name in names.groups { groups[name] = groupID(name) }
     }
 }
 
@@ -232,22 +268,21 @@ public struct AccessList: Sendable, Hashable {
     ///
     /// - Parameters:
     ///   - uid: the user's id (from `SO_PEERCRED`).
-    ///   - gids: every group the user is in: primary and supplementary (`getgrouplist`).
-    ///   - userName: the user's name (`getpwuid`), `nil` when it has none.
-    ///   - groupNames: the names of `gids` that have one (`getgrgid`).
-    public func allows(uid: UInt32, gids: [UInt32], userName: String?, groupNames: [String]) -> Bool {
+    ///   - gids: the groups of the user's process: primary and supplementary (`SO_PEERCRED`, `SO_PEERGROUPS`).
+    ///   - accounts: the ids of the names the list holds; a name missing from it matches nobody.
+    public func allows(uid: UInt32, gids: [UInt32], accounts: AccountIDs) -> Bool {
         if uid == 0 { return true }
         for user in users {
             switch user {
             case .id(let id) where id == uid: return true
-            case .name(let name) where name == userName: return true
+            case .name(let name) where accounts.users[name] == uid: return true
             default: continue
             }
         }
         for group in groups {
             switch group {
             case .id(let id) where gids.contains(id): return true
-            case .name(let name) where groupNames.contains(name): return true
+            case .name(let name): if let id = accounts.groups[name], gids.contains(id) { return true }
             default: continue
             }
         }

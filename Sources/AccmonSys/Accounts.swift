@@ -1,31 +1,44 @@
 import Glibc
 
-/// User and group names from the system's account databases (NSS).
+/// Lookups in the system's account databases (NSS: files, or a directory service such as LDAP or sssd).
+///
+/// - Important: a lookup can wait seconds on a directory service: never call these on a thread that serves
+///   clients.
 public enum Accounts {
-    /// The name of user `uid`, or `nil` when it has none.
-    public static func userName(_ uid: uid_t) -> String? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
-        return String(cString: entry.pw_name)
+    /// The uid of user `name`, or `nil` when there is none.
+    public static func userID(_ name: String) -> uid_t? {
+        lookUp { buffer, size in
+            var entry = passwd()
+            var result: UnsafeMutablePointer<passwd>?
+            let status = getpwnam_r(name, &entry, buffer, size, &result)
+            return (status, result == nil ? nil : entry.pw_uid)
+        }
     }
 
-    /// The name of group `gid`, or `nil` when it has none.
-    public static func groupName(_ gid: gid_t) -> String? {
-        var entry = group()
-        var result: UnsafeMutablePointer<group>?
-        var buffer = [CChar](repeating: 0, count: 65536)
-        guard getgrgid_r(gid, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
-        return String(cString: entry.gr_name)
-    }
-
-    /// The id of group `name`, or `nil` when there is none.
+    /// The gid of group `name`, or `nil` when there is none.
     public static func groupID(_ name: String) -> gid_t? {
-        var entry = group()
-        var result: UnsafeMutablePointer<group>?
-        var buffer = [CChar](repeating: 0, count: 65536)
-        guard getgrnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
-        return entry.gr_gid
+        lookUp { buffer, size in
+            var entry = group()
+            var result: UnsafeMutablePointer<group>?
+            let status = getgrnam_r(name, &entry, buffer, size, &result)
+            return (status, result == nil ? nil : entry.gr_gid)
+        }
+    }
+
+    /// Runs a `get*_r` lookup with a buffer that grows while the call says it is too small (`ERANGE`: a group with
+    /// many members), up to 1 MiB.
+    private static func lookUp<Value>(
+        _ call: (UnsafeMutablePointer<CChar>, Int) -> (status: Int32, value: Value?)
+    ) -> Value? {
+        var size = 4096
+        while true {
+            var buffer = [CChar](repeating: 0, count: size)
+            let (status, value) = buffer.withUnsafeMutableBufferPointer { call($0.baseAddress!, size) }
+            if status == ERANGE && size < 1 << 20 {
+                size *= 4
+                continue
+            }
+            return status == 0 ? value : nil
+        }
     }
 }

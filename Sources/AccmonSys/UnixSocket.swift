@@ -140,3 +140,11 @@ public enum UnixSocket {
         }
     }
 }
+
+extension UnixSocket {
+    /// Removes the socket file at `path`, and only a socket: a file of another type that took its place stays.
+    public static func removeSocketFile(at path: String) {
+        var info = stat()
+        if lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK { unlink(path) }
+    }
+}

@@ -31,6 +31,9 @@ public struct DaemonConfiguration: Sendable {
     public var handlesSignals: Bool
     /// Where the daemon logs.
     public var logger: Logger
+    /// Where the manifest's user and group names are looked up (the system's account databases unless a test
+    /// gives its own). Asked on the manifest loader's thread, never on the broker loop.
+    public var accounts: any AccountDirectory = SystemAccounts()
     /// A listening socket passed by the service manager (socket activation): served instead of binding
     /// ``socketPath``, and never unlinked. The executable takes it from ``ServiceManager/takePassedDescriptors()``.
     public var inheritedListener: InheritedListener? = nil
@@ -127,7 +130,7 @@ public final class Daemon: Sendable {
             onLoopTurn?(turn)
             notifier?.loopTurned(turn)
         }
-        let broker = try Broker(
+        let broker = try BrokerLoop(
             configuration: brokerConfiguration, listener: listener, sink: sink, simulated: simulated,
             loopDrivenSources: sources.compactMap { $0 as? any LoopDrivenEventSource }, stopFlag: stopFlag)
         for source in sources {

@@ -5,8 +5,7 @@ import Testing
 
 @testable import AccmondKit
 
-/// The state file is written by hand (``PersistedState/json()``) and read by JSONDecoder: random states must come
-/// back whole, and the bytes must be JSONEncoder's (sorted keys, slashes unescaped).
+/// The state file (``PersistedState/json()``): random states, with every awkward string, must come back whole.
 @Suite("State file encoding")
 struct PersistedStateTests {
     static func randomState(_ random: inout SplitMix64) -> PersistedState {
@@ -47,25 +46,14 @@ struct PersistedStateTests {
             sessions: sessions)
     }
 
-    @Test func randomStatesReadBackWholeAndEqualJSONEncodersBytes() throws {
+    @Test func randomStatesReadBackWhole() throws {
         let seed = SplitMix64.testSeed()
         var random = SplitMix64(seed: seed)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         for _ in 0..<500 {
             let state = Self.randomState(&random)
-            let bytes = state.json()
+            let bytes = try state.json()
             let decoded = try JSONDecoder().decode(PersistedState.self, from: Data(bytes))
             #expect(decoded == state, "ACCMON_TEST_SEED=\(seed)")
-            let expected = [UInt8](try encoder.encode(state))
-            let differ = zip(bytes, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(bytes.count, expected.count)
-            let same = bytes == expected
-            #expect(
-                same,
-                """
-                from byte \(differ): \(String(decoding: bytes.dropFirst(max(0, differ - 40)).prefix(100), as: UTF8.self))
-                JSONEncoder: \(String(decoding: expected.dropFirst(max(0, differ - 40)).prefix(100), as: UTF8.self))
-                """)
         }
     }
 }

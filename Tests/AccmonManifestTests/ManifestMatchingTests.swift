@@ -243,25 +243,32 @@ struct ManifestMatchingTests {
         #expect(
             Manifest.empty.authenticate(Accessories.ftdi)
                 == .rejected(reason: "the manifest has no entries (the default for an unmatched accessory is reject)"))
-        #expect(Manifest.empty.isAdmin(uid: 0, gids: [], userName: "root", groupNames: []))
-        #expect(!Manifest.empty.isAdmin(uid: 1000, gids: [27], userName: "alice", groupNames: ["sudo"]))
+        #expect(Manifest.empty.isAdmin(uid: 0, gids: [], accounts: AccountIDs()))
+        #expect(!Manifest.empty.isAdmin(uid: 1000, gids: [27], accounts: AccountIDs(groups: ["sudo": 27])))
     }
 
     // MARK: Access
 
+    /// The accounts of these tests: users alice 1001, bob 1002, a user named "lab" 1006; groups lab 3000, accmon
+    /// 999, sudo 27. Names the lists hold that are missing here (such as an unknown user) match nobody.
+    static let accounts = AccountIDs(
+        users: ["alice": 1001, "bob": 1002, "lab": 1006], groups: ["lab": 3000, "accmon": 999, "sudo": 27])
+
     @Test func accessListsAllowByNameOrIdAndAlwaysRoot() {
+        let accounts = Self.accounts
         let list = AccessList(users: [.name("alice"), .id(1005)], groups: [.name("lab"), .id(2000)])
-        #expect(list.allows(uid: 0, gids: [], userName: nil, groupNames: []))
-        #expect(list.allows(uid: 1001, gids: [1001], userName: "alice", groupNames: ["alice"]))
-        #expect(list.allows(uid: 1005, gids: [1005], userName: nil, groupNames: []))
-        #expect(list.allows(uid: 1002, gids: [1002, 3000], userName: "bob", groupNames: ["bob", "lab"]))
-        #expect(list.allows(uid: 1003, gids: [1003, 2000], userName: "carol", groupNames: ["carol"]))
-        #expect(!list.allows(uid: 1004, gids: [1004, 27], userName: "dave", groupNames: ["dave", "sudo"]))
-        #expect(!list.allows(uid: 1006, gids: [], userName: "lab", groupNames: []))  // a user named like a group
+        #expect(list.allows(uid: 0, gids: [], accounts: AccountIDs()))
+        #expect(list.allows(uid: 1001, gids: [1001], accounts: accounts))
+        #expect(list.allows(uid: 1005, gids: [1005], accounts: accounts))
+        #expect(list.allows(uid: 1002, gids: [1002, 3000], accounts: accounts))
+        #expect(list.allows(uid: 1003, gids: [1003, 2000], accounts: accounts))
+        #expect(!list.allows(uid: 1004, gids: [1004, 27], accounts: accounts))
+        #expect(!list.allows(uid: 1006, gids: [], accounts: accounts))  // a user named like a group
+        #expect(!list.allows(uid: 1001, gids: [1001, 3000], accounts: AccountIDs()))  // names that did not resolve
         let defaults = AccessList.defaultAccess
         #expect(defaults == AccessList(groups: [.name("accmon")]))
-        #expect(defaults.allows(uid: 1002, gids: [999], userName: "bob", groupNames: ["accmon"]))
-        #expect(!defaults.allows(uid: 1002, gids: [999], userName: "accmon", groupNames: ["users"]))
+        #expect(defaults.allows(uid: 1002, gids: [999], accounts: accounts))
+        #expect(!defaults.allows(uid: 1002, gids: [100], accounts: accounts))
     }
 
     @Test func anEntrysAccessReplacesTheDefaultAndAdminsAreMergedAcrossFiles() throws {
@@ -271,10 +278,31 @@ struct ManifestMatchingTests {
         let manifest = try manifest([("m.json", main), ("d.json", dropIn)])
         let access = try #require(manifest.entries.first?.access)
         #expect(access == AccessList(users: [.id(1001)]))
-        #expect(!access.allows(uid: 1002, gids: [], userName: "bob", groupNames: ["accmon"]))
+        #expect(!access.allows(uid: 1002, gids: [999], accounts: Self.accounts))
         #expect(manifest.admins == AccessList(users: [.name("alice")], groups: [.name("wheel"), .id(10)]))
-        #expect(manifest.isAdmin(uid: 1000, gids: [1000], userName: "alice", groupNames: []))
-        #expect(manifest.isAdmin(uid: 1001, gids: [1001, 10], userName: "bob", groupNames: ["bob"]))
-        #expect(!manifest.isAdmin(uid: 1002, gids: [1002], userName: "carol", groupNames: ["accmon"]))
+        #expect(manifest.accountNames.users == ["alice"])
+        #expect(manifest.accountNames.groups == ["wheel"])  // the only entry has its own access: no default group
+        let accounts = AccountIDs(users: ["alice": 1000], groups: ["wheel": 11])
+        #expect(manifest.isAdmin(uid: 1000, gids: [1000], accounts: accounts))
+        #expect(manifest.isAdmin(uid: 1001, gids: [1001, 10], accounts: accounts))
+        #expect(manifest.isAdmin(uid: 1003, gids: [1003, 11], accounts: accounts))
+        #expect(!manifest.isAdmin(uid: 1002, gids: [1002, 999], accounts: accounts))
+    }
+
+    @Test func accountIDsResolveEachNameTheManifestMentionsOnce() {
+        var asked: [String] = []
+        let names = (users: Set(["alice", "ghost"]), groups: Set(["accmon"]))
+        let accounts = AccountIDs(
+            resolving: names,
+            userID: { name in
+                asked.append("user " + name)
+                return name == "alice" ? 1001 : nil
+            },
+            groupID: { name in
+                asked.append("group " + name)
+                return 999
+            })
+        #expect(accounts == AccountIDs(users: ["alice": 1001], groups: ["accmon": 999]))
+        #expect(asked.sorted() == ["group accmon", "user alice", "user ghost"])
     }
 }

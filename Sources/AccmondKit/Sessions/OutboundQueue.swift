@@ -1,5 +1,4 @@
 import AccmonSys
-import Glibc
 
 /// The bytes waiting to be written to one client, bounded in size.
 ///
@@ -34,32 +33,10 @@ struct OutboundQueue {
     /// - Throws: the socket's error other than would-block (the peer is gone).
     mutating func flush(to fd: FileDescriptor) throws(Errno) -> Bool {
         while byteCount > 0 {
-            let batch = min(chunks.count - head, 64)
-            // The iovecs, on the stack, point into `chunks`, which is not mutated until sendmsg returns.
-            let written = withUnsafeTemporaryAllocation(of: iovec.self, capacity: batch) { vectors in
-                chunks.withUnsafeBufferPointer { all in
-                    for slot in 0..<batch {
-                        let index = head + slot
-                        let start = index == head ? headOffset : 0
-                        all[index].withUnsafeBytes { raw in
-                            vectors[slot] = iovec(
-                                iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress.map { $0 + start }),
-                                iov_len: raw.count - start)
-                        }
-                    }
-                    var header = msghdr()
-                    header.msg_iov = vectors.baseAddress
-                    header.msg_iovlen = batch
-                    return sendmsg(fd.rawValue, &header, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
-                }
+            guard let sent = try fd.sendGathering(chunks, from: head, offset: headOffset, maximumChunks: 64) else {
+                return false
             }
-            if written < 0 {
-                let error = Errno.current
-                if error == .interrupted { continue }
-                if error == .wouldBlock { return false }
-                throw error
-            }
-            consume(written)
+            consume(sent)
         }
         return true
     }

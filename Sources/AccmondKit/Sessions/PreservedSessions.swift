@@ -75,25 +75,3 @@ struct PreservedSessions {
         sessions.values.map { $0.since &+ retentionNanoseconds }.min().map { $0 > now ? $0 - now : 0 }
     }
 }
-
-extension PersistedState.PreservedEntry {
-    init(key: RestoreKey, clientName: String, gids: [UInt32], memory: SessionMemory, preservedAt: Double) {
-        self.init(
-            uid: key.uid, gids: gids, restoreID: key.restoreID, clientName: clientName, filter: memory.filter,
-            acknowledged: memory.acknowledged, known: memory.restoreState.accessories,
-            replay: memory.replay.events.map {
-                PersistedState.ReplayedEvent(change: $0.change, seq: $0.sequence, accessory: $0.accessory)
-            },
-            preservedAt: preservedAt)
-    }
-
-    /// The memory, its replay re-encoded with `codec`.
-    func memory(codec: ProtocolCodec) -> SessionMemory {
-        SessionMemory(
-            filter: filter, acknowledged: acknowledged, known: known,
-            replay: replay.map { saved in
-                let event = AccessoryEvent(saved.change, sequence: saved.seq, accessory: saved.accessory)
-                return (event, codec.encode(.event(event)))
-            })
-    }
-}

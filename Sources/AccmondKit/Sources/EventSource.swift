@@ -1,32 +1,21 @@
 import AccmonDevices
-import AccmonLogging
-import AccmonManifest
 import AccmonProtocol
 import AccmonSys
 import Synchronization
 
 /// Where event sources deliver reports: a thread-safe inbox that wakes the broker loop.
 public final class EventSink: Sendable {
-    private let inbox = Mutex<[SourceEvent]>([])
-    let wakeup: WakeupEvent
+    private let mailbox: Mailbox<SourceEvent>
+    /// The loop's wake-up, shared by every mailbox of the loop.
+    var wakeup: WakeupEvent { mailbox.wakeup }
 
-    init() throws(Errno) { wakeup = try WakeupEvent() }
+    init() throws(Errno) { mailbox = Mailbox(wakeup: try WakeupEvent()) }
 
     /// Queues `events` for the broker. Safe from any thread.
-    public func deliver(_ events: [SourceEvent]) {
-        inbox.withLock { $0.append(contentsOf: events) }
-        wakeup.signal()
-    }
+    public func deliver(_ events: [SourceEvent]) { mailbox.post(events) }
 
-    /// The queued events, oldest first; the inbox is left empty. Asked at every loop turn and every request, so an empty
-    /// inbox costs no allocation (emptying a shared array while keeping its capacity would allocate a new one).
-    func take() -> [SourceEvent] {
-        inbox.withLock { inbox in
-            guard !inbox.isEmpty else { return [] }
-            defer { inbox = [] }
-            return inbox
-        }
-    }
+    /// The queued events, oldest first.
+    func take() -> [SourceEvent] { mailbox.take() }
 }
 
 /// A producer of device reports: udev, the simulated source, a test's scripted source.

@@ -1,0 +1,197 @@
+import AccmonLogging
+import AccmonProtocol
+import AccmonSys
+import Glibc
+import Synchronization
+
+/// A flag one thread raises to stop the broker loop.
+final class StopFlag: Sendable {
+    private let raised = Atomic<Bool>(false)
+    func raise() { raised.store(true, ordering: .sequentiallyConsistent) }
+    var isRaised: Bool { raised.load(ordering: .sequentiallyConsistent) }
+}
+
+/// The broker loop: one thread, one epoll set (the listening socket, the wake-up eventfd, a signalfd, the
+/// loop-driven sources and every client socket). Each turn it serves what is ready, publishes the sources' reports,
+/// puts a newly loaded manifest in force, flushes the sessions that got output, closes those that ended, expires
+/// preserved sessions and saves the state when due. Nothing here blocks.
+final class BrokerLoop {
+    private static let listenerToken: UInt64 = 0
+    private static let wakeupToken: UInt64 = 1
+    private static let signalToken: UInt64 = 2
+    /// Loop-driven sources get the tokens from here up to ``SessionTable/firstNumber``.
+    private static let firstSourceToken: UInt64 = 3
+    /// How long shutdown waits for clients to take the `shutdown` line.
+    private static let shutdownGraceNanoseconds: UInt64 = 2_000_000_000
+    static let readChunk = 65_536
+
+    let state: BrokerState
+    let requests: RequestHandler
+    let publisher: Publisher
+    let persistence: Persistence
+    var poller: Poller
+    var listener: FileDescriptor?
+    private let sink: EventSink
+    private let signals: SignalDescriptor?
+    private let loopDrivenSources: [any LoopDrivenEventSource]
+    private let loadedManifests: Mailbox<LoadedManifest>
+    private let stopFlag: StopFlag
+    var readBuffer = [UInt8](repeating: 0, count: readChunk)
+    var logger: Logger { state.logger }
+
+    init(
+        configuration: DaemonConfiguration, listener: FileDescriptor, sink: EventSink,
+        simulated: SimulatedEventSource?, loopDrivenSources: [any LoopDrivenEventSource], stopFlag: StopFlag
+    ) throws {
+        precondition(
+            loopDrivenSources.count <= SessionTable.firstNumber - Self.firstSourceToken, "too many loop-driven sources")
+        self.listener = listener
+        self.sink = sink
+        self.loopDrivenSources = loopDrivenSources
+        self.stopFlag = stopFlag
+        state = BrokerState(configuration: configuration, simulated: simulated)
+        let store: StateStore?
+        do {
+            store = try configuration.stateDirectory.map { try StateStore(directory: $0, logger: configuration.logger) }
+        } catch {
+            throw DaemonError(description: "accmond: state store: \(error)")
+        }
+        persistence = Persistence(state: state, store: store)
+        publisher = Publisher(state: state, persistence: persistence, sink: sink)
+        loadedManifests = Mailbox(wakeup: sink.wakeup)
+        let loader: ManifestLoader
+        do {
+            loader = try ManifestLoader(
+                mainPath: configuration.manifestPath, dropInDirectory: configuration.manifestDirectory,
+                directory: configuration.accounts, results: loadedManifests)
+        } catch {
+            throw DaemonError(description: "accmond: manifest loader thread: \(error)")
+        }
+        requests = RequestHandler(
+            state: state, publisher: publisher, persistence: persistence, manifestLoader: loader)
+        do {
+            poller = try Poller()
+            try poller.add(listener, interest: .readable, token: Self.listenerToken)
+            try poller.add(sink.wakeup.descriptor, interest: .readable, token: Self.wakeupToken)
+            for (index, source) in loopDrivenSources.enumerated() {
+                try poller.add(
+                    source.readinessDescriptor, interest: .readable, token: Self.firstSourceToken + UInt64(index))
+            }
+            if configuration.handlesSignals {
+                let signals = try SignalDescriptor([SIGTERM, SIGINT, SIGHUP])
+                try poller.add(signals.descriptor, interest: .readable, token: Self.signalToken)
+                self.signals = signals
+            } else {
+                signals = nil
+            }
+        } catch {
+            throw DaemonError(description: "accmond: epoll: \(error)")
+        }
+        publisher.install(loader.loadNow(), initial: true)
+        persistence.restore()
+        // Accessories remembered from before a restart are judged by the manifest now in force.
+        _ = state.authorizer.reevaluate(state.registry.snapshot().accessories)
+    }
+
+    /// Serves until a stop signal or request, then says goodbye to every client.
+    func run() {
+        persistence.reserveNumbers()
+        while !stopFlag.isRaised {
+            let ready: [Readiness]
+            do {
+                ready = try poller.wait(timeoutMilliseconds: nextTimeoutMilliseconds())
+            } catch {
+                logger.error("epoll_wait: \(error)")
+                continue
+            }
+            for readiness in ready {
+                switch readiness.token {
+                case Self.listenerToken: acceptClients()
+                case Self.wakeupToken: sink.wakeup.drain()
+                case Self.signalToken: receiveSignals()
+                case Self.firstSourceToken..<SessionTable.firstNumber:
+                    publisher.take(loopDrivenSources[Int(readiness.token - Self.firstSourceToken)].takeEvents())
+                default: serve(readiness)
+                }
+            }
+            publisher.publishWaiting()
+            for loaded in loadedManifests.take() { requests.manifestLoaded(loaded) }
+            finishTurn()
+            persistence.expirePreservedSessions()
+            persistence.saveIfDue()
+            state.configuration.onLoopTurn?(
+                LoopTurn(
+                    accessories: state.registry.count, clients: state.sessions.count, stopping: stopFlag.isRaised))
+        }
+        shutDown()
+    }
+
+    /// How long the loop may sleep: until the next preserved session expires, or the pending state save is due.
+    private func nextTimeoutMilliseconds() -> Int32 {
+        let now = monotonicNanoseconds()
+        var wait = state.preserved.nanosecondsUntilNextExpiry(now: now)
+        if let due = persistence.nanosecondsUntilSaveDue(now: now) { wait = min(wait ?? .max, due) }
+        guard let wait else { return -1 }
+        return Int32(min(wait / 1_000_000 + 1, 60_000))
+    }
+
+    /// Flushes the sessions that got output this turn, then closes those that ended (keeping restorable ones).
+    func finishTurn() {
+        state.sessions.flushPending { flush($0) }
+        state.sessions.removeClosed { release($0) }
+    }
+
+    /// Closes a removed session's descriptor and keeps its session if it is restorable.
+    private func release(_ session: Session) {
+        poller.remove(session.descriptor)
+        session.descriptor.close()
+        persistence.preserveIfRestorable(session)
+    }
+
+    private func receiveSignals() {
+        while let signal = signals?.next() {
+            if signal == SIGHUP {
+                logger.notice("received SIGHUP; reloading the manifest")
+                _ = requests.manifestLoader.requestLoad()
+                continue
+            }
+            logger.notice("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"); stopping")
+            stopFlag.raise()
+        }
+    }
+
+    /// Stops accepting, tells every client the daemon is going away, gives them a moment to read it, then closes.
+    private func shutDown() {
+        if let listener {
+            poller.remove(listener)
+            listener.close()
+            self.listener = nil
+            // The socket unit owns a passed socket's path.
+            if state.configuration.inheritedListener == nil {
+                UnixSocket.removeSocketFile(at: state.configuration.socketPath)
+            }
+        }
+        // From here the poller waits only for clients to take the goodbye: a source or a wakeup that stays readable
+        // (nothing takes its events any more) would make every wait return at once.
+        poller.remove(sink.wakeup.descriptor)
+        for source in loopDrivenSources { poller.remove(source.readinessDescriptor) }
+        let goodbye = state.codec.encode(.shutdown(reason: "the daemon is shutting down"))
+        for session in state.sessions.all where !session.isClosing {
+            session.queueOutput(goodbye)
+            state.sessions.queueFlush(session)
+        }
+        let deadline = monotonicNanoseconds() + Self.shutdownGraceNanoseconds
+        finishTurn()
+        while state.sessions.all.contains(where: { !$0.outbound.isEmpty }) && monotonicNanoseconds() < deadline {
+            let ready = (try? poller.wait(timeoutMilliseconds: 50)) ?? []  // try?: a failed wait just polls again
+            for readiness in ready where readiness.token >= SessionTable.firstNumber {
+                if let session = state.sessions[readiness.token], readiness.writable || readiness.hangup {
+                    state.sessions.queueFlush(session)
+                }
+            }
+            finishTurn()
+        }
+        state.sessions.removeAll { release($0) }
+        persistence.save(waitForDisk: true)
+    }
+}

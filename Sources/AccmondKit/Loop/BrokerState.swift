@@ -1,0 +1,42 @@
+import AccmonLogging
+import AccmonProtocol
+import AccmonSys
+
+/// The broker's state, owned by the loop's thread: the registry (the daemon's truth), the manifest in force, the live
+/// and preserved sessions. Its parts (``BrokerLoop``, ``RequestHandler``, ``Publisher``, ``Persistence``) are types
+/// of their own that share it; nothing here blocks.
+final class BrokerState {
+    let configuration: DaemonConfiguration
+    var logger: Logger { configuration.logger }
+    let codec = ProtocolCodec()
+    let startedAt = monotonicNanoseconds()
+    /// The source `simulate` requests drive; `nil` without `--simulate`.
+    let simulated: SimulatedEventSource?
+    var registry = Registry()
+    var authorizer = Authorizer()
+    var preserved: PreservedSessions
+    let sessions: SessionTable
+
+    init(configuration: DaemonConfiguration, simulated: SimulatedEventSource?) {
+        self.configuration = configuration
+        self.simulated = simulated
+        preserved = PreservedSessions(
+            retentionSeconds: configuration.restoreRetentionSeconds,
+            maximumCount: configuration.maximumPreservedSessions)
+        sessions = SessionTable(logger: configuration.logger)
+    }
+
+    /// Queues `message` as a reply to `session`, to be written at the end of the turn.
+    func reply(to session: Session, _ message: ServerMessage) {
+        session.queueOutput(codec.encode(message))
+        sessions.queueFlush(session)
+    }
+}
+
+/// Log metadata naming an accessory.
+func metadata(for accessory: Accessory) -> [String: String] {
+    [
+        "accessory.id": accessory.accessoryID, "connection.id": accessory.connectionID.description,
+        "accessory.sysfs": accessory.sysfsPath,
+    ]
+}

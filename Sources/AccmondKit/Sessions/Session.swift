@@ -1,0 +1,239 @@
+import AccmonLogging
+import AccmonManifest
+import AccmonProtocol
+import AccmonSys
+
+/// What a session subscribed to. A class: every event asks every session whether it receives it, and a reference is
+/// read without copying the filter's strings.
+final class Subscription {
+    let filter: AccessoryFilter
+    /// Whether accessories the manifest rejected are included (an admin's `subscribe` with `all`).
+    let includesRejected: Bool
+
+    init(filter: AccessoryFilter, includesRejected: Bool) {
+        self.filter = filter
+        self.includesRejected = includesRejected
+    }
+}
+
+/// One client connection, owned by the broker loop; its state changes through its own methods.
+///
+/// A session starts unsubscribed: nothing is sent to it but replies until it subscribes. Once subscribed it is
+/// live (events go straight to its outbound buffer) or suspended (events wait in its coalescing queue): suspended
+/// because it asked (`suspend`) or because it stopped reading and its outbound buffer reached its bound.
+final class Session {
+    /// The daemon-wide session number, also its poller token.
+    let number: UInt64
+    let descriptor: FileDescriptor
+    /// The peer's credentials at connect time, when the kernel gave them.
+    let peer: PeerCredentials?
+    /// Who the client is, for what it may see and do.
+    let principal: ClientPrincipal?
+    private(set) var clientName = ""
+    /// Version 1 until `hello` negotiates another: a client that skips `hello` speaks version 1.
+    private(set) var protocolVersion = 1
+    private(set) var greeted = false
+    /// What the client subscribed to; `nil` while not subscribed.
+    private(set) var subscription: Subscription?
+    /// The user and restore id the client registered in `hello`, if it did.
+    private(set) var restoreKey: RestoreKey?
+    /// For a subscribed session with a restore id: what is needed to hand it back later.
+    private(set) var memory: SessionMemory?
+    /// Splits what the client sends into request lines.
+    var framer = LineFramer()
+    /// Lines read but not yet handled: handling waits while the outbound buffer is over its bound.
+    var unhandled: [LineFramer.Item] = []
+    private(set) var outbound: OutboundQueue
+    /// Events held while suspended, coalesced; each carries its encoded line.
+    private(set) var queue = CoalescingQueue<[UInt8]>()
+    /// Whether the client sent `suspend` (and not yet `resume`).
+    private(set) var suspendedByRequest = false
+    /// Whether the client shut down its writing side (as `socat` does at the end of its input): the daemon stops
+    /// reading but keeps writing replies and events until the client closes.
+    private(set) var inputClosed = false
+    /// Whether a `reload` of this client waits for the manifest to load: its later requests wait too, so that its
+    /// replies keep the order of its requests.
+    var awaitsReload = false
+    /// What the poller watches on the descriptor now.
+    var interest: Interest = .readable
+    /// Whether the session is in the list of sessions to flush at the end of this loop turn.
+    var flushQueued = false
+    /// When the client last sent bytes or took some (monotonic nanoseconds).
+    private(set) var lastActivity: UInt64
+    /// Whether the session closes at the end of this loop turn: nothing more is read, handled or written.
+    private(set) var isClosing = false
+
+    init(number: UInt64, descriptor: FileDescriptor, peer: PeerCredentials?, outboundLimit: Int, now: UInt64) {
+        self.number = number
+        self.descriptor = descriptor
+        self.peer = peer
+        self.principal = ClientPrincipal.of(descriptor, peer: peer)
+        self.outbound = OutboundQueue(limit: outboundLimit)
+        self.lastActivity = now
+    }
+
+    // MARK: What the client asked for
+
+    /// Records a successful `hello`.
+    func greet(version: Int, clientName: String, restoreKey: RestoreKey?) {
+        greeted = true
+        protocolVersion = version
+        self.clientName = clientName
+        self.restoreKey = restoreKey
+    }
+
+    /// Starts the stream; a session with a restore id keeps `memory` from now on.
+    func subscribe(_ subscription: Subscription, memory: SessionMemory?) {
+        self.subscription = subscription
+        self.memory = restoreKey == nil ? nil : memory
+    }
+
+    /// Ends the stream and forgets what was queued. Returns whether the session had a memory (now dropped).
+    func unsubscribe() -> Bool {
+        subscription = nil
+        suspendedByRequest = false
+        _ = queue.removeAll()
+        defer { memory = nil }
+        return memory != nil
+    }
+
+    /// Takes an acknowledgement; returns whether the session keeps them (only sessions with a restore id do).
+    func acknowledge(_ sequence: UInt64) -> Bool {
+        guard memory != nil else { return false }
+        memory!.acknowledge(sequence)
+        return true
+    }
+
+    /// `suspend`: events wait in the coalescing queue until `resume`.
+    func suspend() { suspendedByRequest = true }
+
+    /// `resume`: the queued events go out as the socket takes them.
+    func resume() { suspendedByRequest = false }
+
+    /// Takes over a preserved session: its memory and its subscription.
+    func handBack(_ kept: PreservedSession) {
+        memory = kept.memory
+        subscription = Subscription(filter: kept.memory.filter, includesRejected: false)
+    }
+
+    /// Gives up the restore id (its preserved session was kept at once, for a new connection to reclaim).
+    func releaseRestoreKey() { restoreKey = nil }
+
+    // MARK: Events and output
+
+    /// Whether an event about `accessory`, on which the manifest gave `verdict`, is this session's: it is subscribed,
+    /// its principal may see the accessory, and its filter matches it. A closing session still gets its events: a
+    /// restore client's session is kept with them.
+    func receives(_ accessory: Accessory, verdict: Authentication, accounts: AccountIDs) -> Bool {
+        guard let subscription,
+            verdict.isVisible(to: principal, includingRejected: subscription.includesRejected, accounts: accounts)
+        else { return false }
+        return subscription.filter.matches(accessory)
+    }
+
+    /// What happened to an event offered with ``deliver(_:line:)``.
+    enum Delivery {
+        /// Appended to the outbound buffer: the session needs a flush.
+        case written
+        /// Queued (and coalesced) because the session is suspended.
+        case queued
+        /// Queued because the outbound buffer is full: the client just stopped reading.
+        case stoppedReading
+        /// Not delivered: the session is closing (its memory, if any, recorded it).
+        case dropped
+    }
+
+    /// Records the event in the session's memory (if it has a restore id), then writes it to a live session or
+    /// queues it for a suspended one: one that asked, one whose queue is not empty yet (order), or one whose
+    /// outbound buffer is full (it stopped reading: suspended from now on).
+    func deliver(_ event: AccessoryEvent, line: [UInt8]) -> Delivery {
+        memory?.record(event, line: line)
+        if isClosing { return .dropped }
+        if isSuspended {
+            queue.enqueue(event, payload: line)
+            return .queued
+        }
+        if outbound.fits(line) {
+            outbound.append(line)
+            return .written
+        }
+        queue.enqueue(event, payload: line)
+        return .stoppedReading
+    }
+
+    /// Appends a reply (or any line that must go out whatever the bound: requests stop being handled while the
+    /// buffer is over it, which bounds replies).
+    func queueOutput(_ line: [UInt8]) { outbound.append(line) }
+
+    /// Moves queued events to the outbound buffer while they fit, unless the client asked to be suspended.
+    /// Returns whether that made a suspended session live again.
+    func refillFromQueue() -> Bool {
+        guard !suspendedByRequest else { return false }
+        let wasSuspended = isSuspended
+        while let next = queue.first, outbound.fits(next.payload) {
+            outbound.append(next.payload)
+            _ = queue.popFirst()
+        }
+        return wasSuspended && !isSuspended
+    }
+
+    /// Writes what the socket takes.
+    /// - Throws: the socket's error (the client is gone).
+    func flushOutput(now: UInt64) throws(Errno) {
+        let before = outbound.byteCount
+        _ = try outbound.flush(to: descriptor)
+        if outbound.byteCount < before { lastActivity = now }
+    }
+
+    // MARK: The connection
+
+    /// The client sent bytes.
+    func noteInput(now: UInt64) { lastActivity = now }
+
+    /// The client shut down its writing side.
+    func closeInput() { inputClosed = true }
+
+    /// Marks the session for closing at the end of the turn. Returns false when it already was.
+    func beginClosing() -> Bool {
+        guard !isClosing else { return false }
+        isClosing = true
+        return true
+    }
+
+    /// Whether events wait in the queue instead of going out.
+    var isSuspended: Bool { suspendedByRequest || !queue.isEmpty }
+
+    /// Whether the outbound buffer has reached its bound: no more events go in, and requests wait.
+    var outboundIsFull: Bool { outbound.byteCount >= outbound.limit }
+
+    /// Whether the session may handle its next request line now.
+    var canHandleRequests: Bool { !outboundIsFull && !isClosing && !awaitsReload }
+
+    /// Whether a half-closed, unsubscribed session has nothing left to do.
+    var isFinished: Bool { inputClosed && subscription == nil && outbound.isEmpty && unhandled.isEmpty }
+
+    /// The id the protocol shows, such as `s-7`.
+    var sessionID: String { "s-\(number)" }
+
+    /// The session as `status` shows it.
+    func status(now: UInt64) -> SessionStatus {
+        SessionStatus(
+            sessionID: sessionID, clientName: clientName, pid: peer?.pid ?? 0, uid: peer?.uid ?? 0,
+            state: isSuspended ? .suspended : .live,
+            suspendedBecause: suspendedByRequest ? "requested" : (queue.isEmpty ? "" : "not-reading"),
+            subscribed: subscription != nil, queuedEvents: queue.count, outboundBytes: outbound.byteCount,
+            idleSeconds: Double(now &- lastActivity) / 1e9)
+    }
+
+    /// Log metadata naming the client.
+    var metadata: [String: String] {
+        var metadata = ["session": sessionID]
+        if let peer {
+            metadata["client.pid"] = String(peer.pid)
+            metadata["client.uid"] = String(peer.uid)
+        }
+        if !clientName.isEmpty { metadata["client.name"] = clientName }
+        if let restoreKey { metadata["restore.id"] = restoreKey.restoreID }
+        return metadata
+    }
+}

@@ -1,0 +1,130 @@
+import AccmonLogging
+import AccmonProtocol
+import AccmonSys
+
+/// What the broker saves and when: the reserved ceilings of its counters, the state at most every
+/// ``StateStore/writeIntervalNanoseconds`` after a change, and the state read back at start.
+final class Persistence {
+    private let state: BrokerState
+    private let store: StateStore?
+    /// Sequence numbers and connection ids below these are reserved on disk.
+    private var sequenceCeiling: UInt64 = 0
+    private var connectionCeiling: UInt64 = 0
+    /// Whether state changed since the last save, and when that save was.
+    private var isDirty = false
+    private var lastSave: UInt64 = 0
+
+    init(state: BrokerState, store: StateStore?) {
+        self.state = state
+        self.store = store
+    }
+
+    /// Something that is saved changed: a save is due within the write interval.
+    func markDirty() { isDirty = true }
+
+    /// Nanoseconds until the pending save is due; `nil` when none is pending.
+    func nanosecondsUntilSaveDue(now: UInt64) -> UInt64? {
+        guard isDirty, store != nil else { return nil }
+        let due = lastSave &+ StateStore.writeIntervalNanoseconds
+        return due > now ? due - now : 0
+    }
+
+    /// Keeps the reserved ceilings ahead of the counters, saving at once when they must move: numbers issued after
+    /// a crash then never repeat ones issued before it. Called before each number is issued.
+    func reserveNumbers() {
+        guard store != nil else { return }
+        let margin: UInt64 = 16
+        let registry = state.registry
+        guard registry.sequence + margin >= sequenceCeiling || registry.lastConnectionID + margin >= connectionCeiling
+        else { return }
+        sequenceCeiling = registry.sequence + StateStore.reservation
+        connectionCeiling = registry.lastConnectionID + StateStore.reservation
+        save(waitForDisk: true)
+    }
+
+    /// Saves when a change waits and the write interval has passed since the last save.
+    func saveIfDue() {
+        guard isDirty, store != nil, monotonicNanoseconds() &- lastSave >= StateStore.writeIntervalNanoseconds
+        else { return }
+        save()
+    }
+
+    /// Saves the state: on the store's writer thread, or at once when `waitForDisk` (reservations, shutdown).
+    func save(waitForDisk: Bool = false) {
+        guard let store else { return }
+        let now = wallClockSeconds()
+        var entries = state.preserved.sessions.map { key, kept in
+            PersistedState.PreservedEntry(
+                key: key, clientName: kept.clientName, gids: kept.principal?.gids ?? [], memory: kept.memory,
+                preservedAt: kept.sinceWallClock)
+        }
+        // Live sessions with a restore id are saved as preserved: after a crash their clients come back to them.
+        for session in state.sessions.all {
+            guard let key = session.restoreKey, let memory = session.memory else { continue }
+            entries.append(
+                PersistedState.PreservedEntry(
+                    key: key, clientName: session.clientName, gids: session.principal?.gids ?? [], memory: memory,
+                    preservedAt: now))
+        }
+        let saved = PersistedState(
+            sequenceCeiling: sequenceCeiling, connectionCeiling: connectionCeiling,
+            connected: state.registry.connectedByKey.map { .init(key: $0.key, accessory: $0.value) },
+            sessions: entries)
+        if waitForDisk {
+            store.saveNow(saved)
+        } else {
+            store.save(saved)
+        }
+        isDirty = false
+        lastSave = monotonicNanoseconds()
+    }
+
+    /// Starts from the saved state, if any: the counters after their reserved ceilings, the connected set (to be
+    /// reconciled with the sources' start-up enumerations), and the preserved sessions with the time they have left.
+    func restore() {
+        guard let saved = store?.load() else { return }
+        state.registry = Registry(
+            lastSequence: saved.sequenceCeiling, lastConnectionID: saved.connectionCeiling,
+            connected: Dictionary(saved.connected.map { ($0.key, $0.accessory) }) { first, _ in first })
+        let now = monotonicNanoseconds()
+        let wallNow = wallClockSeconds()
+        for entry in saved.sessions {
+            let age = max(0, wallNow - entry.preservedAt)
+            let kept = PreservedSession(
+                clientName: entry.clientName, principal: ClientPrincipal(uid: entry.uid, gids: entry.gids),
+                memory: entry.memory(codec: state.codec),
+                since: now &- UInt64(min(age, 1e9) * 1e9), sinceWallClock: entry.preservedAt)
+            _ = state.preserved.preserve(kept, as: RestoreKey(uid: entry.uid, restoreID: entry.restoreID))
+        }
+        state.logger.notice(
+            "state restored: \(saved.connected.count) accessories, \(saved.sessions.count) preserved sessions",
+            ["seq": String(saved.sequenceCeiling)])
+    }
+
+    /// Keeps the session of a client that went away, if it registered a restore id and was subscribed.
+    func preserveIfRestorable(_ session: Session) {
+        guard let key = session.restoreKey, let memory = session.memory else { return }
+        let kept = PreservedSession(
+            clientName: session.clientName, principal: session.principal, memory: memory,
+            since: monotonicNanoseconds(), sinceWallClock: wallClockSeconds())
+        for dropped in state.preserved.preserve(kept, as: key) {
+            state.logger.notice(
+                "preserved session dropped: more than \(state.preserved.maximumCount) are kept",
+                ["restore.id": dropped.restoreID, "client.uid": String(dropped.uid)])
+        }
+        markDirty()
+        state.logger.info(
+            "client gone; session preserved for its restore id",
+            session.metadata.merging(["restore.id": key.restoreID, "replay": String(memory.replay.count)]) { $1 })
+    }
+
+    /// Drops the preserved sessions kept past the retention time.
+    func expirePreservedSessions() {
+        for key in state.preserved.expire(now: monotonicNanoseconds()) {
+            markDirty()
+            state.logger.notice(
+                "preserved session expired after \(Int(state.configuration.restoreRetentionSeconds)) s",
+                ["restore.id": key.restoreID, "client.uid": String(key.uid)])
+        }
+    }
+}
