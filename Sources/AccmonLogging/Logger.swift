@@ -39,13 +39,12 @@ public struct Logger: Sendable {
         self.destination = destination
     }
 
-    /// Logs `message` with `metadata` (keys with dots, such as `client.pid`) when `level` is enabled.
-    ///
-    /// - Parameter messageID: the journal's `MESSAGE_ID`; by default the one ``LogMessageID/forMessage(_:)`` finds
-    ///   for the message's kind.
+    /// Logs `message`, a message of kind `id`, with `metadata` (keys with dots, such as `client.pid`) when `level`
+    /// is enabled.
     public func log(
-        _ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
-        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
+        _ level: LogLevel, _ id: LogMessageID, _ message: @autoclosure () -> String,
+        _ metadata: @autoclosure () -> [String: String] = [:], file: String = #fileID, function: String = #function,
+        line: UInt = #line
     ) {
         guard level >= self.level else { return }
         let text = message()
@@ -53,8 +52,7 @@ public struct Logger: Sendable {
         if destination == .journal {
             do {
                 try Journal.send(
-                    journalFields(
-                        level, text, metadata, messageID: messageID, file: file, function: function, line: line))
+                    journalFields(level, id, text, metadata, file: file, function: function, line: line))
                 return
             } catch {
                 // The journal is gone (journald restarting): the line below still reaches stderr, which is the journal
@@ -70,14 +68,14 @@ public struct Logger: Sendable {
     /// The journal fields of one message: `MESSAGE`, `PRIORITY`, `SYSLOG_IDENTIFIER`, `MESSAGE_ID`, `CODE_*`, the
     /// level's name as `ACCMON_LEVEL`, and one field per metadata item.
     func journalFields(
-        _ level: LogLevel, _ text: String, _ metadata: [String: String], messageID: String?, file: String,
+        _ level: LogLevel, _ id: LogMessageID, _ text: String, _ metadata: [String: String], file: String,
         function: String, line: UInt
     ) -> [(name: String, value: String)] {
         var fields: [(name: String, value: String)] = [
             ("MESSAGE", text),
             ("PRIORITY", String(level.syslogPriority)),
             ("SYSLOG_IDENTIFIER", label),
-            ("MESSAGE_ID", messageID ?? LogMessageID.forMessage(text)),
+            ("MESSAGE_ID", id.rawValue),
             ("CODE_FILE", file),
             ("CODE_LINE", String(line)),
             ("CODE_FUNC", function),
@@ -103,46 +101,46 @@ public struct Logger: Sendable {
     }
 
     public func trace(
-        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
-        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
+        _ id: LogMessageID, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.trace, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
+        log(.trace, id, message(), metadata(), file: file, function: function, line: line)
     }
     public func debug(
-        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
-        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
+        _ id: LogMessageID, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.debug, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
+        log(.debug, id, message(), metadata(), file: file, function: function, line: line)
     }
     public func info(
-        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
-        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
+        _ id: LogMessageID, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.info, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
+        log(.info, id, message(), metadata(), file: file, function: function, line: line)
     }
     public func notice(
-        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
-        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
+        _ id: LogMessageID, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.notice, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
+        log(.notice, id, message(), metadata(), file: file, function: function, line: line)
     }
     public func warning(
-        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
-        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
+        _ id: LogMessageID, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.warning, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
+        log(.warning, id, message(), metadata(), file: file, function: function, line: line)
     }
     public func error(
-        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
-        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
+        _ id: LogMessageID, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.error, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
+        log(.error, id, message(), metadata(), file: file, function: function, line: line)
     }
     public func critical(
-        _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
-        messageID: String? = nil, file: String = #fileID, function: String = #function, line: UInt = #line
+        _ id: LogMessageID, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [String: String] = [:],
+        file: String = #fileID, function: String = #function, line: UInt = #line
     ) {
-        log(.critical, message(), metadata(), messageID: messageID, file: file, function: function, line: line)
+        log(.critical, id, message(), metadata(), file: file, function: function, line: line)
     }
 }
 
@@ -160,71 +158,74 @@ extension LogLevel {
     }
 }
 
-/// The journal's `MESSAGE_ID` of each kind of message accmond logs, so that `journalctl MESSAGE_ID=…` finds every
-/// message of a kind, whatever its text: for example every accessory that connected
-/// (`journalctl -u accmond MESSAGE_ID=8ff23dc2b6974d6f8be8e35783253ded`).
+/// The journal's `MESSAGE_ID` of a kind of message, so that `journalctl MESSAGE_ID=…` finds every message of a kind
+/// whatever its text: for example every accessory the manifest rejected
+/// (`journalctl -u accmond MESSAGE_ID=338d4c130ef244d2acb9c42b41f5a5f1`).
 ///
-/// Call sites may pass an id; otherwise ``forMessage(_:)`` finds it from the message's opening words, which the
-/// catalog lists. The ids are random 128-bit values (as systemd-id128(1) makes) and never change.
-public enum LogMessageID {
+/// Every log call names its kind: rewording a message never changes its id. The ids are random 128-bit values (as
+/// systemd-id128(1) makes) and never change; docs/ARCHITECTURE.md lists them.
+public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
+    /// 32 lowercase hex digits.
+    public let rawValue: String
+
+    public init(_ rawValue: StaticString) { self.rawValue = rawValue.description }
+
+    public var description: String { rawValue }
+
     /// The daemon is listening and serving.
-    public static let started = "fde6b016229a48e0801432d9f53682a1"
+    public static let started = LogMessageID("fde6b016229a48e0801432d9f53682a1")
     /// The daemon received a stop signal.
-    public static let stopping = "69831af2b0f44ae19cf54675765c75df"
+    public static let stopping = LogMessageID("69831af2b0f44ae19cf54675765c75df")
     /// The daemon stopped.
-    public static let stopped = "779a69333cd74ba7aa4135992eb1994f"
+    public static let stopped = LogMessageID("779a69333cd74ba7aa4135992eb1994f")
     /// The daemon could not start.
-    public static let startFailed = "3ac8058072ff4d53a3677d4f3ab4b884"
+    public static let startFailed = LogMessageID("3ac8058072ff4d53a3677d4f3ab4b884")
     /// A client connected.
-    public static let clientConnected = "f7239e2f341549be8c524fb4efe4cf41"
+    public static let clientConnected = LogMessageID("f7239e2f341549be8c524fb4efe4cf41")
     /// A client disconnected or was disconnected.
-    public static let clientDisconnected = "b51421ba26a5403e8161a68557021bf5"
+    public static let clientDisconnected = LogMessageID("b51421ba26a5403e8161a68557021bf5")
     /// A client's session changed: hello, suspend, resume, caught up.
-    public static let clientSession = "e068f8aad43a4e30b62c600efb792963"
-    /// A client does not read its events.
-    public static let clientSlow = "0cd53833ba7e453f91eca82d3cd46748"
+    public static let clientSession = LogMessageID("e068f8aad43a4e30b62c600efb792963")
+    /// A client does not read its events: it is suspended, its events queued.
+    public static let clientSlow = LogMessageID("0cd53833ba7e453f91eca82d3cd46748")
+    /// A session with a restore id was preserved, restored, expired or dropped.
+    public static let preservedSession = LogMessageID("f93098b595d14a0f93f0212a30e3b553")
     /// An accessory connected.
-    public static let accessoryConnected = "8ff23dc2b6974d6f8be8e35783253ded"
+    public static let accessoryConnected = LogMessageID("8ff23dc2b6974d6f8be8e35783253ded")
     /// An accessory disconnected.
-    public static let accessoryDisconnected = "85a4f6f1a54c4e1f84298eaaed28495b"
+    public static let accessoryDisconnected = LogMessageID("85a4f6f1a54c4e1f84298eaaed28495b")
+    /// The manifest rejected an accessory (when it connected, or at a reload).
+    public static let accessoryRejected = LogMessageID("338d4c130ef244d2acb9c42b41f5a5f1")
+    /// A manifest was put in force.
+    public static let manifestLoaded = LogMessageID("28cdb399ce4f4f3d842766a49c3bcdc5")
+    /// A reload of the manifest was asked for (SIGHUP).
+    public static let reloadRequested = LogMessageID("0b386fc5d7db4842b78cb3cf0431895e")
+    /// A manifest was refused for its problems; the previous one stays in force.
+    public static let manifestRefused = LogMessageID("ebea056563174c16a295f673599c1613")
     /// The devices present at start were enumerated.
-    public static let coldplug = "e3b952fac2bf4e1ca1db6eea7b7cb99d"
+    public static let coldplug = LogMessageID("e3b952fac2bf4e1ca1db6eea7b7cb99d")
     /// A udev device was not taken as an accessory.
-    public static let deviceSkipped = "8a4768054a5142d9ac360dcf30caf29d"
+    public static let deviceSkipped = LogMessageID("8a4768054a5142d9ac360dcf30caf29d")
     /// The udev monitor failed.
-    public static let udevFailure = "3f42ed923b5644d0b2a1b5ae6edc7546"
+    public static let udevFailure = LogMessageID("3f42ed923b5644d0b2a1b5ae6edc7546")
     /// A socket or epoll call failed.
-    public static let transportFailure = "4c3b6c3addfc46c18faf208a8b10c061"
+    public static let transportFailure = LogMessageID("4c3b6c3addfc46c18faf208a8b10c061")
     /// The state kept across restarts was restored, or could not be read or saved.
-    public static let state = "04945d5b10d54e0e811f2dd029356c4b"
-    /// The broker loop did not answer a watchdog request in time.
-    public static let watchdogLate = "33cc16c8efc24b609a1ac9442396a894"
-    /// Any other message.
-    public static let other = "21cc160f44584ea4a4003bf73e2e3a26"
+    public static let state = LogMessageID("04945d5b10d54e0e811f2dd029356c4b")
+    /// The service manager: the watchdog, notifications it does not take.
+    public static let serviceManager = LogMessageID("33cc16c8efc24b609a1ac9442396a894")
+    /// A client or a user reached one of the daemon's limits.
+    public static let limitReached = LogMessageID("83c01262680f475d9093ac8805823490")
 
-    /// Message openings and their ids, first match wins.
-    static let catalog: [(opening: String, id: String)] = [
-        ("listening on ", started),
-        ("received SIG", stopping),
-        ("stopped", stopped),
-        ("client connected", clientConnected),
-        ("client disconnected", clientDisconnected),
-        ("client does not read", clientSlow),
-        ("client ", clientSession),
-        ("connect ", accessoryConnected),
-        ("disconnect ", accessoryDisconnected),
-        ("coldplug:", coldplug),
-        ("udev monitor lost", udevFailure),
-        ("udev: cannot", udevFailure),
-        ("udev: ", deviceSkipped),
-        ("accept:", transportFailure),
-        ("epoll", transportFailure),
-        ("watchdog:", watchdogLate),
-        ("state", state),
+    /// Every kind, for the docs and the tests.
+    public static let all: [(name: String, id: LogMessageID)] = [
+        ("started", started), ("stopping", stopping), ("stopped", stopped), ("startFailed", startFailed),
+        ("clientConnected", clientConnected), ("clientDisconnected", clientDisconnected),
+        ("clientSession", clientSession), ("clientSlow", clientSlow), ("preservedSession", preservedSession),
+        ("accessoryConnected", accessoryConnected), ("accessoryDisconnected", accessoryDisconnected),
+        ("accessoryRejected", accessoryRejected), ("manifestLoaded", manifestLoaded),
+        ("reloadRequested", reloadRequested), ("manifestRefused", manifestRefused), ("coldplug", coldplug), ("deviceSkipped", deviceSkipped),
+        ("udevFailure", udevFailure), ("transportFailure", transportFailure), ("state", state),
+        ("serviceManager", serviceManager), ("limitReached", limitReached),
     ]
-
-    /// The id of `message`'s kind, from its opening words; ``other`` when the catalog has no entry for it.
-    public static func forMessage(_ message: String) -> String {
-        catalog.first { message.hasPrefix($0.opening) }?.id ?? other
-    }
 }

@@ -1,6 +1,6 @@
-public import AccmonJSON
-public import AccmonProtocol
-public import AccmonSys
+import AccmonJSON
+import AccmonProtocol
+import AccmonSys
 import Glibc
 
 /// Reading manifest files from disk, for the daemon and `accmon manifest check` alike.

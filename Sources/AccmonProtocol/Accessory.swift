@@ -43,7 +43,7 @@ public struct ConnectionID: RawRepresentable, Codable, Sendable, Hashable, Compa
 /// A value type whose fields (all but the connection id) live in one shared, copy-on-write box: an accessory is
 /// copied at every step from udev to the subscribers (registry, authentication, events, preserved sessions), and
 /// copying seventeen fields cost more retains and releases than any other work per event.
-public struct Accessory: Codable, Sendable, Hashable, CustomReflectable {
+public struct Accessory: Sendable, Hashable, CustomReflectable {
     private var box: Box
 
     /// What kind of accessory this is.

@@ -1,47 +1,33 @@
-extension Accessory {
-    enum CodingKeys: String, CodingKey {
-        case kind, accessoryID, connectionID, name, manufacturer, modelNumber, serialNumber, firmwareRevision
-        case hardwareRevision, vendorID, productID, protocolStrings, deviceNodes, sysfsPath, portPath, interfaceNumber
-        case descriptorsSHA256
-    }
-
+extension Accessory: Codable {
     /// Decodes an accessory; only `kind` is required, absent fields are empty and a missing `accessoryID` is derived.
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        func text(_ key: CodingKeys) throws -> String { try c.decodeIfPresent(String.self, forKey: key) ?? "" }
-        self.init(
-            kind: try c.decode(AccessoryKind.self, forKey: .kind),
-            accessoryID: try c.decodeIfPresent(String.self, forKey: .accessoryID),
-            connectionID: try c.decodeIfPresent(ConnectionID.self, forKey: .connectionID) ?? ConnectionID(0),
-            name: try text(.name), manufacturer: try text(.manufacturer), modelNumber: try text(.modelNumber),
-            serialNumber: try text(.serialNumber), firmwareRevision: try text(.firmwareRevision),
-            hardwareRevision: try text(.hardwareRevision), vendorID: try text(.vendorID),
-            productID: try text(.productID),
-            protocolStrings: try c.decodeIfPresent([String].self, forKey: .protocolStrings) ?? [],
-            deviceNodes: try c.decodeIfPresent([String].self, forKey: .deviceNodes) ?? [],
-            sysfsPath: try text(.sysfsPath), portPath: try text(.portPath),
-            interfaceNumber: try text(.interfaceNumber), descriptorsSHA256: try text(.descriptorsSHA256))
+        let container = try decoder.container(keyedBy: Field.self)
+        self.init(kind: try container.decode(AccessoryKind.self, forKey: .kind))
+        var hasAccessoryID = false
+        for field in Field.allCases where field != .kind && container.contains(field) {
+            let value: FieldValue?
+            switch field.shape {
+            case .text: value = try container.decodeIfPresent(String.self, forKey: field).map(FieldValue.text)
+            case .texts: value = try container.decodeIfPresent([String].self, forKey: field).map(FieldValue.texts)
+            case .number:
+                value = try container.decodeIfPresent(ConnectionID.self, forKey: field).map { .number($0.rawValue) }
+            }
+            guard let value else { continue }  // null: as absent
+            set(field, to: value)
+            hasAccessoryID = hasAccessoryID || field == .accessoryID
+        }
+        if !hasAccessoryID { accessoryID = derivedAccessoryID }
     }
 
     /// Encodes every field, empty ones included, so that clients see a fixed shape.
     public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(kind, forKey: .kind)
-        try c.encode(accessoryID, forKey: .accessoryID)
-        try c.encode(connectionID, forKey: .connectionID)
-        try c.encode(name, forKey: .name)
-        try c.encode(manufacturer, forKey: .manufacturer)
-        try c.encode(modelNumber, forKey: .modelNumber)
-        try c.encode(serialNumber, forKey: .serialNumber)
-        try c.encode(firmwareRevision, forKey: .firmwareRevision)
-        try c.encode(hardwareRevision, forKey: .hardwareRevision)
-        try c.encode(vendorID, forKey: .vendorID)
-        try c.encode(productID, forKey: .productID)
-        try c.encode(protocolStrings, forKey: .protocolStrings)
-        try c.encode(deviceNodes, forKey: .deviceNodes)
-        try c.encode(sysfsPath, forKey: .sysfsPath)
-        try c.encode(portPath, forKey: .portPath)
-        try c.encode(interfaceNumber, forKey: .interfaceNumber)
-        try c.encode(descriptorsSHA256, forKey: .descriptorsSHA256)
+        var container = encoder.container(keyedBy: Field.self)
+        for field in Field.allCases {
+            switch self[field] {
+            case .text(let text): try container.encode(text, forKey: field)
+            case .texts(let texts): try container.encode(texts, forKey: field)
+            case .number(let number): try container.encode(ConnectionID(number), forKey: field)
+            }
+        }
     }
 }

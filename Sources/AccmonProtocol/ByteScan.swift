@@ -18,16 +18,6 @@ package enum ByteScan {
         UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
-    /// The bytes from `offset` to the end of `bytes` (fewer than eight), the first in the lowest byte, the word filled
-    /// up with `padding`.
-    package static func paddedWord(_ bytes: UnsafeBufferPointer<UInt8>, from offset: Int, with padding: UInt8) -> UInt64 {
-        var word = ones &* UInt64(padding)
-        withUnsafeMutableBytes(of: &word) { word in
-            word.baseAddress!.copyMemory(from: bytes.baseAddress! + offset, byteCount: bytes.count - offset)
-        }
-        return UInt64(littleEndian: word)
-    }
-
     /// The high bit of each byte of `word` below `limit`, which is at most 0x80 (see the type's note on where).
     package static func flags(ofBytesBelow limit: UInt8, in word: UInt64) -> UInt64 {
         // A byte below the limit borrows into its own high bit, which it did not have.

@@ -42,47 +42,40 @@ package enum EventLineReader {
 
         /// The accessory object, its fields in the order ``EventLineWriter/accessory(_:into:)`` writes them.
         mutating func accessory() -> Accessory? {
-            guard skip(#"{"accessoryID":"#), let accessoryID = string(),
-                skip(#","connectionID":"#), let connectionID = number(),
-                skip(#","descriptorsSHA256":"#), let descriptorsSHA256 = string(),
-                skip(#","deviceNodes":"#), let deviceNodes = strings(),
-                skip(#","firmwareRevision":"#), let firmwareRevision = string(),
-                skip(#","hardwareRevision":"#), let hardwareRevision = string(),
-                skip(#","interfaceNumber":"#), let interfaceNumber = string(),
-                skip(#","kind":"#), let kindName = string(), let kind = AccessoryKind(rawValue: kindName),
-                skip(#","manufacturer":"#), let manufacturer = string(),
-                skip(#","modelNumber":"#), let modelNumber = string(),
-                skip(#","name":"#), let name = string(),
-                skip(#","portPath":"#), let portPath = string(),
-                skip(#","productID":"#), let productID = string(),
-                skip(#","protocolStrings":"#), let protocolStrings = strings(),
-                skip(#","serialNumber":"#), let serialNumber = string(),
-                skip(#","sysfsPath":"#), let sysfsPath = string(),
-                skip(#","vendorID":"#), let vendorID = string(),
-                skip("}")
-            else { return nil }
-            return Accessory(
-                kind: kind, accessoryID: accessoryID, connectionID: ConnectionID(connectionID), name: name,
-                manufacturer: manufacturer, modelNumber: modelNumber, serialNumber: serialNumber,
-                firmwareRevision: firmwareRevision, hardwareRevision: hardwareRevision, vendorID: vendorID,
-                productID: productID, protocolStrings: protocolStrings, deviceNodes: deviceNodes, sysfsPath: sysfsPath,
-                portPath: portPath, interfaceNumber: interfaceNumber, descriptorsSHA256: descriptorsSHA256)
+            var accessory = Accessory(kind: .usb, accessoryID: "")
+            var separator: StaticString = "{"
+            for field in Accessory.Field.allCases {
+                guard skip(separator), field.quotedKey.withUnsafeBufferPointer({ skip($0) }) else { return nil }
+                separator = ","
+                let value: Accessory.FieldValue?
+                switch field.shape {
+                case .text: value = string().map(Accessory.FieldValue.text)
+                case .texts: value = strings().map(Accessory.FieldValue.texts)
+                case .number: value = number().map(Accessory.FieldValue.number)
+                }
+                guard let value, accessory.set(field, to: value) else { return nil }
+            }
+            return skip("}") ? accessory : nil
         }
 
         /// Moves past `literal` when the bytes at the cursor are exactly it; returns whether they were.
         mutating func skip(_ literal: StaticString) -> Bool {
-            let count = literal.utf8CodeUnitCount
+            literal.withUTF8Buffer { skip($0) }
+        }
+
+        /// Moves past `literal`'s bytes when the bytes at the cursor are exactly them; returns whether they were.
+        mutating func skip(_ literal: UnsafeBufferPointer<UInt8>) -> Bool {
+            let count = literal.count
             guard bytes.count - position >= count else { return false }
-            let literalBytes = UnsafeBufferPointer(start: literal.utf8Start, count: count)
             var offset = 0
             while offset + 8 <= count {  // the keys run to twenty bytes: eight at a time
-                guard ByteScan.word(bytes, at: position + offset) == ByteScan.word(literalBytes, at: offset) else {
+                guard ByteScan.word(bytes, at: position + offset) == ByteScan.word(literal, at: offset) else {
                     return false
                 }
                 offset += 8
             }
             while offset < count {
-                guard bytes[position + offset] == literalBytes[offset] else { return false }
+                guard bytes[position + offset] == literal[offset] else { return false }
                 offset += 1
             }
             position += count

@@ -1,7 +1,7 @@
 /// Writes the line of a `connect` or `disconnect` event directly, byte for byte what ``ProtocolCodec`` writes with
 /// JSONEncoder (sorted keys, slashes unescaped), without JSONEncoder's generic machinery: this line is on the hot
 /// path, encoded once per event. Keys are static text, written with the string after them in one piece of room;
-/// strings are copied eight bytes at a time where none needs escaping; all into one ``JSONOutput``.
+/// strings are copied in runs between the bytes that need escaping; all into one ``JSONOutput``.
 package enum EventLineWriter {
     private static let quote = UInt8(ascii: "\"")
     private static let backslash = UInt8(ascii: "\\")
@@ -20,28 +20,24 @@ package enum EventLineWriter {
         }
     }
 
-    /// The accessory object, its keys in sorted order.
+    /// The accessory object, its keys in sorted order (``Accessory/Field``).
     package static func accessory(_ accessory: Accessory, into out: inout JSONOutput) {
-        member(#"{"accessoryID":"#, accessory.accessoryID, into: &out)
-        literal(#","connectionID":"#, into: &out)
-        number(accessory.connectionID.rawValue, into: &out)
-        member(#","descriptorsSHA256":"#, accessory.descriptorsSHA256, into: &out)
-        literal(#","deviceNodes":"#, into: &out)
-        strings(accessory.deviceNodes, into: &out)
-        member(#","firmwareRevision":"#, accessory.firmwareRevision, into: &out)
-        member(#","hardwareRevision":"#, accessory.hardwareRevision, into: &out)
-        member(#","interfaceNumber":"#, accessory.interfaceNumber, into: &out)
-        member(#","kind":"#, accessory.kind.rawValue, into: &out)
-        member(#","manufacturer":"#, accessory.manufacturer, into: &out)
-        member(#","modelNumber":"#, accessory.modelNumber, into: &out)
-        member(#","name":"#, accessory.name, into: &out)
-        member(#","portPath":"#, accessory.portPath, into: &out)
-        member(#","productID":"#, accessory.productID, into: &out)
-        literal(#","protocolStrings":"#, into: &out)
-        strings(accessory.protocolStrings, into: &out)
-        member(#","serialNumber":"#, accessory.serialNumber, into: &out)
-        member(#","sysfsPath":"#, accessory.sysfsPath, into: &out)
-        member(#","vendorID":"#, accessory.vendorID, into: &out)
+        var separator = UInt8(ascii: "{")
+        for field in Accessory.Field.allCases {
+            out.append(separator)
+            separator = UInt8(ascii: ",")
+            field.quotedKey.withUnsafeBufferPointer { key in
+                switch accessory[field] {
+                case .text(let text): member(key, text, into: &out)
+                case .texts(let texts):
+                    out.append(key)
+                    strings(texts, into: &out)
+                case .number(let number):
+                    out.append(key)
+                    self.number(number, into: &out)
+                }
+            }
+        }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -72,6 +68,11 @@ package enum EventLineWriter {
     /// `key` (static text: a key with its quotes and colon, and the comma or brace before it), then `value` as a JSON
     /// string (``string(_:into:)``), in one piece of room.
     package static func member(_ key: StaticString, _ value: String, into out: inout JSONOutput) {
+        key.withUTF8Buffer { member($0, value, into: &out) }
+    }
+
+    /// `key`'s bytes, then `value` as a JSON string, in one piece of room.
+    static func member(_ key: UnsafeBufferPointer<UInt8>, _ value: String, into out: inout JSONOutput) {
         // The view's storage is the string's own (a small string's on the stack): no copy of the string is made, as
         // `withUTF8` on a `var` copy would.
         let written: Void? = value.utf8.withContiguousStorageIfAvailable { escaped($0, after: key, into: &out) }
@@ -81,43 +82,33 @@ package enum EventLineWriter {
         }
     }
 
-    /// `key`, then `bytes` as a JSON string, eight bytes at a time: a word without a byte to escape is stored as it
-    /// is, a word with one byte by byte. The last one to seven bytes are tested as one word too, padded with spaces
-    /// (which need no escape), and stored whole, the padding after the string's end overwritten by what follows: most
-    /// of an event's strings are shorter than eight bytes. Room is made first for the worst case (every byte six) and
-    /// the padding.
+    /// `key`, then `bytes` as a JSON string: runs of bytes that need no escape are copied whole. Room is made first
+    /// for the worst case (every byte escaped as six).
     private static func escaped(
-        _ bytes: UnsafeBufferPointer<UInt8>, after key: StaticString, into out: inout JSONOutput
+        _ bytes: UnsafeBufferPointer<UInt8>, after key: UnsafeBufferPointer<UInt8>, into out: inout JSONOutput
     ) {
-        out.append(maximumCount: key.utf8CodeUnitCount + 2 + 6 * bytes.count + 8) { start in
+        out.append(maximumCount: key.count + 2 + 6 * bytes.count) { start in
             var cursor = start
-            if key.utf8CodeUnitCount > 0 {
-                cursor.update(from: key.utf8Start, count: key.utf8CodeUnitCount)
-                cursor += key.utf8CodeUnitCount
+            if let keyStart = key.baseAddress, key.count > 0 {
+                cursor.update(from: keyStart, count: key.count)
+                cursor += key.count
             }
             cursor.pointee = quote
             cursor += 1
-            var index = 0
-            while index < bytes.count {
-                let remaining = bytes.count - index
-                let word =
-                    remaining >= 8
-                    ? ByteScan.word(bytes, at: index) : ByteScan.paddedWord(bytes, from: index, with: 0x20)
-                let count = min(remaining, 8)
-                if !ByteScan.hasJSONSpecial(word) {
-                    UnsafeMutableRawPointer(cursor).storeBytes(of: word.littleEndian, as: UInt64.self)
-                    cursor += count
-                } else {
-                    for byte in bytes[index..<index + count] {
-                        if byte < 0x20 || byte == quote || byte == backslash {
-                            cursor = escape(byte, at: cursor)
-                        } else {
-                            cursor.pointee = byte
-                            cursor += 1
-                        }
-                    }
+            var runStart = 0
+            for index in bytes.indices {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == quote || byte == backslash else { continue }
+                if index > runStart {
+                    cursor.update(from: bytes.baseAddress! + runStart, count: index - runStart)
+                    cursor += index - runStart
                 }
-                index += count
+                cursor = escape(byte, at: cursor)
+                runStart = index + 1
+            }
+            if bytes.count > runStart {
+                cursor.update(from: bytes.baseAddress! + runStart, count: bytes.count - runStart)
+                cursor += bytes.count - runStart
             }
             cursor.pointee = quote
             return cursor + 1 - start

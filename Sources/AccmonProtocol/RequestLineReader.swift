@@ -44,6 +44,12 @@ private struct PlainString: Equatable {
             && memoryEquals(name.utf8Start, key.bytes.baseAddress, key.bytes.count)
     }
 
+    /// Whether the bytes are `text`'s UTF-8.
+    func equals(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { $0.count == bytes.count && Self.memoryEquals($0.baseAddress, bytes.baseAddress, $0.count) }
+    }
+
     static func == (lhs: PlainString, rhs: PlainString) -> Bool {
         lhs.bytes.count == rhs.bytes.count
             && memoryEquals(lhs.bytes.baseAddress, rhs.bytes.baseAddress, lhs.bytes.count)
@@ -164,55 +170,34 @@ private struct Cursor {
     }
 
     /// An `accessory` object, as ``Accessory/init(from:)`` reads it: `kind` required, other fields absent or `null`
-    /// are empty, unknown keys skipped.
+    /// are empty, unknown keys skipped. The fields are ``Accessory/Field``'s.
     mutating func accessory() -> Accessory? {
-        var kind: AccessoryKind?
-        var accessoryID: String?
-        var connectionID: UInt64?
-        var name: String?
-        var manufacturer: String?
-        var modelNumber: String?
-        var serialNumber: String?
-        var firmwareRevision: String?
-        var hardwareRevision: String?
-        var vendorID: String?
-        var productID: String?
-        var protocolStrings: [String]?
-        var deviceNodes: [String]?
-        var sysfsPath: String?
-        var portPath: String?
-        var interfaceNumber: String?
-        var descriptorsSHA256: String?
+        var accessory = Accessory(kind: .usb, accessoryID: "")
+        var hasKind = false
+        var hasAccessoryID = false
         let isObject = forEachMember { cursor, key in
-            switch key {
-            case "kind": return cursor.read(&kind) { $0.plainString().flatMap(Self.kind(named:)) }
-            case "accessoryID": return cursor.readNullable(&accessoryID) { $0.string() }
-            case "connectionID": return cursor.readNullable(&connectionID) { $0.unsignedInteger() }
-            case "name": return cursor.readNullable(&name) { $0.string() }
-            case "manufacturer": return cursor.readNullable(&manufacturer) { $0.string() }
-            case "modelNumber": return cursor.readNullable(&modelNumber) { $0.string() }
-            case "serialNumber": return cursor.readNullable(&serialNumber) { $0.string() }
-            case "firmwareRevision": return cursor.readNullable(&firmwareRevision) { $0.string() }
-            case "hardwareRevision": return cursor.readNullable(&hardwareRevision) { $0.string() }
-            case "vendorID": return cursor.readNullable(&vendorID) { $0.string() }
-            case "productID": return cursor.readNullable(&productID) { $0.string() }
-            case "protocolStrings": return cursor.readNullable(&protocolStrings) { $0.strings() }
-            case "deviceNodes": return cursor.readNullable(&deviceNodes) { $0.strings() }
-            case "sysfsPath": return cursor.readNullable(&sysfsPath) { $0.string() }
-            case "portPath": return cursor.readNullable(&portPath) { $0.string() }
-            case "interfaceNumber": return cursor.readNullable(&interfaceNumber) { $0.string() }
-            case "descriptorsSHA256": return cursor.readNullable(&descriptorsSHA256) { $0.string() }
-            default: return cursor.skipValue()
+            guard let field = Accessory.Field.allCases.first(where: { key.equals($0.rawValue) }) else {
+                return cursor.skipValue()
             }
+            if field == .kind {
+                guard let kind = cursor.plainString().flatMap(Self.kind(named:)) else { return false }
+                hasKind = accessory.set(.kind, to: .text(kind.rawValue))
+                return true
+            }
+            if cursor.literal("null") { return true }
+            let value: Accessory.FieldValue?
+            switch field.shape {
+            case .text: value = cursor.string().map(Accessory.FieldValue.text)
+            case .texts: value = cursor.strings().map(Accessory.FieldValue.texts)
+            case .number: value = cursor.unsignedInteger().map(Accessory.FieldValue.number)
+            }
+            guard let value else { return false }
+            hasAccessoryID = hasAccessoryID || field == .accessoryID
+            return accessory.set(field, to: value)
         }
-        guard isObject, let kind else { return nil }
-        return Accessory(
-            kind: kind, accessoryID: accessoryID, connectionID: ConnectionID(connectionID ?? 0), name: name ?? "",
-            manufacturer: manufacturer ?? "", modelNumber: modelNumber ?? "", serialNumber: serialNumber ?? "",
-            firmwareRevision: firmwareRevision ?? "", hardwareRevision: hardwareRevision ?? "",
-            vendorID: vendorID ?? "", productID: productID ?? "", protocolStrings: protocolStrings ?? [],
-            deviceNodes: deviceNodes ?? [], sysfsPath: sysfsPath ?? "", portPath: portPath ?? "",
-            interfaceNumber: interfaceNumber ?? "", descriptorsSHA256: descriptorsSHA256 ?? "")
+        guard isObject, hasKind else { return nil }
+        if !hasAccessoryID { accessory.accessoryID = accessory.derivedAccessoryID }
+        return accessory
     }
 
     /// The kind `name` names.

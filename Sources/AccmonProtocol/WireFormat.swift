@@ -79,23 +79,4 @@ public struct LineFramer: Sendable {
 
     /// Bytes buffered for a line not yet complete.
     public var bufferedCount: Int { pending.count }
-
-    /// How many bytes at the start of `bytes` end the line the framer holds the start of (or is skipping, over the
-    /// limit), newline included: those go to ``append(_:to:)`` before ``wholeLine(in:from:)`` offers the lines after
-    /// them. 0 when the framer holds nothing; all of `bytes` when they have no newline.
-    public func bytesEndingPendingLine(in bytes: UnsafeBufferPointer<UInt8>) -> Int {
-        guard !pending.isEmpty || discarding else { return 0 }
-        return ByteScan.firstIndex(of: 0x0A, in: bytes, from: 0).map { $0 + 1 } ?? bytes.count
-    }
-
-    /// The range of the line (newline excluded) that starts at `start` in `bytes`, when the framer would yield it
-    /// whole from there: it holds nothing of an earlier line, the newline is in `bytes`, and the line is within the
-    /// limit. A reader can handle such lines where it received them, without the copy ``append(_:to:)`` makes, and
-    /// give the framer the bytes from the first it did not handle.
-    public func wholeLine(in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Range<Int>? {
-        guard pending.isEmpty, !discarding, start < bytes.count,
-            let newline = ByteScan.firstIndex(of: 0x0A, in: bytes, from: start), newline - start <= limit
-        else { return nil }
-        return start..<newline
-    }
 }

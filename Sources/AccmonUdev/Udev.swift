@@ -1,5 +1,5 @@
 public import AccmonDevices
-public import AccmonProtocol
+import AccmonProtocol
 import AccmonCrypto
 public import AccmonSys
 import CUdev

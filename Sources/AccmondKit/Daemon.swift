@@ -141,7 +141,7 @@ public final class Daemon: Sendable {
             }
         }
         logger.notice(
-            "listening on \(brokerConfiguration.socketPath)"
+            .started, "listening on \(brokerConfiguration.socketPath)"
                 + (configuration.inheritedListener == nil ? "" : " (socket from the service manager)"),
             ["sources": sources.map(\.name).joined(separator: ","), "version": AccmonVersion.current])
         do {
@@ -154,7 +154,7 @@ public final class Daemon: Sendable {
         broker.run()
         notifier?.finish()
         for source in sources { source.stop() }
-        logger.notice("stopped")
+        logger.notice(.stopped, "stopped")
     }
 
     /// The notifier for the service manager, with the watchdog interval systemd asked for; `nil` when off.
@@ -168,7 +168,7 @@ public final class Daemon: Sendable {
             throw DaemonError(description: "accmond: sd_watchdog_enabled: WATCHDOG_USEC: \(error)")
         }
         if let watchdog {
-            configuration.logger.info("watchdog: the service manager expects a ping every \(watchdog / 1000) ms")
+            configuration.logger.info(.serviceManager, "watchdog: the service manager expects a ping every \(watchdog / 1000) ms")
         }
         do {
             return try ServiceNotifier(logger: configuration.logger, watchdogMicroseconds: watchdog) { [sink] in

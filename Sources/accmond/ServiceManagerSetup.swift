@@ -38,12 +38,12 @@ func adoptServiceManager(_ configuration: inout DaemonConfiguration) {
     let path = ServiceManager.boundPath(of: descriptor) ?? "fd \(descriptor.rawValue)"
     if path != configuration.socketPath {
         configuration.logger.info(
-            "socket activation: serving \(path) from the service manager instead of \(configuration.socketPath)")
+            .started, "socket activation: serving \(path) from the service manager instead of \(configuration.socketPath)")
     }
     configuration.inheritedListener = InheritedListener(descriptor: descriptor, path: path)
 }
 
 private func startFailure(_ configuration: DaemonConfiguration, _ message: String) -> Never {
-    configuration.logger.critical(message, messageID: LogMessageID.startFailed)
+    configuration.logger.critical(.startFailed, message)
     exit(1)
 }

@@ -29,6 +29,6 @@ do {
     if configuration.watchesUdev { sources.append(try UdevEventSource(logger: configuration.logger)) }
     try Daemon(configuration: configuration, sources: sources).run()
 } catch {
-    configuration.logger.critical("\(error)", messageID: LogMessageID.startFailed)
+    configuration.logger.critical(.startFailed, "\(error)")
     exit(1)
 }

@@ -309,7 +309,7 @@ struct ServiceManagerTests {
             ], name: "accmond", directory: directory,
             environment: ["JOURNAL_STREAM": "\(info.st_dev):\(info.st_ino)"])
         defer { daemon.kill() }
-        let started = await journal.waitFor { assignments($0)["MESSAGE_ID"] == LogMessageID.started }
+        let started = await journal.waitFor { assignments($0)["MESSAGE_ID"] == LogMessageID.started.rawValue }
         try #require(started != nil, "no journal entry for the start; stderr: \(daemon.stderr)")
         let startFields = assignments(started!)
         #expect(startFields["SYSLOG_IDENTIFIER"] == "accmond")
@@ -327,7 +327,7 @@ struct ServiceManagerTests {
         #expect(connected.termination == .exited(0), "\(connected)")
         let connectionID = connected.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
-        let accessory = await journal.waitFor { assignments($0)["MESSAGE_ID"] == LogMessageID.accessoryConnected }
+        let accessory = await journal.waitFor { assignments($0)["MESSAGE_ID"] == LogMessageID.accessoryConnected.rawValue }
         let accessoryFields = assignments(try #require(accessory, "no accessory entry: \(journal.messages)"))
         #expect(accessoryFields["ACCESSORY_ID"] == "serial:0403:6001:serial=A1", "\(accessoryFields)")
         #expect(
@@ -335,14 +335,14 @@ struct ServiceManagerTests {
             "CONNECTION_ID \(accessoryFields["CONNECTION_ID"] ?? "-") vs accmon's \(connectionID)")
         #expect(accessoryFields["PRIORITY"] == "7")
 
-        let client = await journal.waitFor { assignments($0)["MESSAGE_ID"] == LogMessageID.clientConnected }
+        let client = await journal.waitFor { assignments($0)["MESSAGE_ID"] == LogMessageID.clientConnected.rawValue }
         let clientFields = assignments(try #require(client, "no client entry: \(journal.messages)"))
         #expect(Int(clientFields["CLIENT_PID"] ?? "") ?? 0 > 0, "\(clientFields)")
         #expect(clientFields["SESSION"]?.hasPrefix("s-") == true, "\(clientFields)")
 
         daemon.send(SIGTERM)
         #expect(await daemon.waitForExit() == .exited(0))
-        #expect(await journal.waitFor { assignments($0)["MESSAGE_ID"] == LogMessageID.stopped } != nil)
+        #expect(await journal.waitFor { assignments($0)["MESSAGE_ID"] == LogMessageID.stopped.rawValue } != nil)
         // Everything went to the journal, nothing to the stream.
         let stderrText = (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? ""  // try?: missing = empty
         #expect(daemon.stderr.isEmpty && stderrText.isEmpty, "stderr: \(daemon.stderr)")
@@ -542,45 +542,22 @@ struct JournalFieldTests {
     }
 
     @Test func eachKindOfMessageHasItsOwnID() {
-        let cases: [(String, String)] = [
-            ("listening on /run/accmon/accmon.sock", LogMessageID.started),
-            ("received SIGTERM; stopping", LogMessageID.stopping),
-            ("stopped", LogMessageID.stopped),
-            ("client connected", LogMessageID.clientConnected),
-            ("client disconnected: client closed the connection", LogMessageID.clientDisconnected),
-            ("client does not read: suspending it and queueing its events", LogMessageID.clientSlow),
-            ("client said hello", LogMessageID.clientSession),
-            ("connect serial 0403:6001", LogMessageID.accessoryConnected),
-            ("disconnect serial 0403:6001", LogMessageID.accessoryDisconnected),
-            ("coldplug: 68 devices, 0 accessories", LogMessageID.coldplug),
-            ("udev monitor lost: No buffer space available; reopening it and re-enumerating", LogMessageID.udevFailure),
-            ("udev: add: /sys/devices/x: skipped: no vendor id", LogMessageID.deviceSkipped),
-            ("accept: /run/accmon/accmon.sock: Too many open files", LogMessageID.transportFailure),
-            ("state restored: 1 accessories, 0 preserved sessions", LogMessageID.state),
-            ("something new", LogMessageID.other),
-        ]
-        for (message, id) in cases { #expect(LogMessageID.forMessage(message) == id, "\(message)") }
-        let ids = [
-            LogMessageID.started, LogMessageID.stopping, LogMessageID.stopped, LogMessageID.startFailed,
-            LogMessageID.clientConnected, LogMessageID.clientDisconnected, LogMessageID.clientSession,
-            LogMessageID.clientSlow, LogMessageID.accessoryConnected, LogMessageID.accessoryDisconnected,
-            LogMessageID.coldplug, LogMessageID.deviceSkipped, LogMessageID.udevFailure, LogMessageID.transportFailure,
-            LogMessageID.state, LogMessageID.watchdogLate, LogMessageID.other,
-        ]
+        let ids = LogMessageID.all.map(\.id.rawValue)
         #expect(Set(ids).count == ids.count, "two kinds share an id")
+        #expect(Set(LogMessageID.all.map(\.name)).count == ids.count, "a kind is listed twice")
         #expect(ids.allSatisfy { $0.count == 32 && $0.allSatisfy(\.isHexDigit) }, "an id is not 128-bit hex")
     }
 
     @Test func journalEntryCarriesLevelCodeLocationAndMetadata() {
         let logger = Logger(label: "accmond", level: .debug, destination: .journal)
         let fields = logger.journalFields(
-            .warning, "client does not read: suspending it", ["session": "s-16", "client.pid": "42"], messageID: nil,
+            .warning, .clientSlow, "client does not read: suspending it", ["session": "s-16", "client.pid": "42"],
             file: "AccmondKit/Broker.swift", function: "deliver(_:_:to:)", line: 7)
         let map = Dictionary(fields.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
         #expect(map["MESSAGE"] == "client does not read: suspending it")
         #expect(map["PRIORITY"] == "4")
         #expect(map["SYSLOG_IDENTIFIER"] == "accmond")
-        #expect(map["MESSAGE_ID"] == LogMessageID.clientSlow)
+        #expect(map["MESSAGE_ID"] == LogMessageID.clientSlow.rawValue)
         #expect(map["CODE_FILE"] == "AccmondKit/Broker.swift" && map["CODE_LINE"] == "7")
         #expect(map["CODE_FUNC"] == "deliver(_:_:to:)")
         #expect(map["SESSION"] == "s-16" && map["CLIENT_PID"] == "42")

@@ -47,16 +47,4 @@ import Testing
             #expect(found == bytes[start...].firstIndex(of: target), "\(bytes) from \(start)")
         }
     }
-
-    @Test func paddedWordHoldsTheLastBytesThenThePadding() {
-        var random = SplitMix64(seed: 11)
-        for _ in 0..<5_000 {
-            let bytes = Self.randomBytes(Int(random.next() % 24) + 1, using: &random)
-            let offset = max(0, bytes.count - 1 - Int(random.next() % 7))
-            let padding = Self.randomBytes(1, using: &random)[0]
-            let word = bytes.withUnsafeBufferPointer { ByteScan.paddedWord($0, from: offset, with: padding) }
-            let expected = Array(bytes[offset...]) + [UInt8](repeating: padding, count: 8 - (bytes.count - offset))
-            #expect(expected.withUnsafeBufferPointer { ByteScan.word($0, at: 0) } == word, "\(bytes) from \(offset)")
-        }
-    }
 }

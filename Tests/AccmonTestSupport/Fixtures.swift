@@ -1,5 +1,4 @@
 public import AccmonProtocol
-import AccmonTestSupport
 
 /// Sample values shared by the core tests.
 public enum Fixtures {

@@ -13,7 +13,7 @@ extension BrokerLoop {
                 descriptor = accepted
             } catch {
                 // EMFILE and friends: log and let the next readiness retry; clients wait in the backlog.
-                logger.warning("accept: \(state.configuration.socketPath): \(error)")
+                logger.warning(.transportFailure, "accept: \(state.configuration.socketPath): \(error)")
                 return
             }
             let number = state.sessions.takeNumber()
@@ -24,12 +24,12 @@ extension BrokerLoop {
             do {
                 try poller.add(descriptor, interest: .readable, token: number)
             } catch {
-                logger.warning("epoll_ctl: session \(session.sessionID): \(error)")
+                logger.warning(.transportFailure, "epoll_ctl: session \(session.sessionID): \(error)")
                 descriptor.close()
                 continue
             }
             state.sessions.add(session)
-            logger.debug("client connected", session.metadata)
+            logger.debug(.clientConnected, "client connected", session.metadata)
         }
     }
 
@@ -78,7 +78,7 @@ extension BrokerLoop {
                 state.sessions.close(session, reason: "write: \(error)")
                 return
             }
-            if session.refillFromQueue() { logger.debug("client caught up: live again", session.metadata) }
+            if session.refillFromQueue() { logger.debug(.clientSession, "client caught up: live again", session.metadata) }
             requests.handlePendingLines(of: session)
             guard !session.isClosing else { return }
             if session.isFinished {

@@ -101,7 +101,7 @@ final class BrokerLoop {
             do {
                 ready = try poller.wait(timeoutMilliseconds: nextTimeoutMilliseconds())
             } catch {
-                logger.error("epoll_wait: \(error)")
+                logger.error(.transportFailure, "epoll_wait: \(error)")
                 continue
             }
             for readiness in ready {
@@ -151,11 +151,11 @@ final class BrokerLoop {
     private func receiveSignals() {
         while let signal = signals?.next() {
             if signal == SIGHUP {
-                logger.notice("received SIGHUP; reloading the manifest")
+                logger.notice(.reloadRequested, "received SIGHUP; reloading the manifest")
                 _ = requests.manifestLoader.requestLoad()
                 continue
             }
-            logger.notice("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"); stopping")
+            logger.notice(.stopping, "received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"); stopping")
             stopFlag.raise()
         }
     }

@@ -51,14 +51,14 @@ final class Publisher {
     private func publish(_ event: AccessoryEvent) {
         let logger = state.logger
         logger.debug(
-            "\(event.change.rawValue) \(event.accessory.kind.rawValue) \(event.accessory.usbID)",
+            event.change == .connect ? .accessoryConnected : .accessoryDisconnected, "\(event.change.rawValue) \(event.accessory.kind.rawValue) \(event.accessory.usbID)",
             metadata(for: event.accessory).merging(["seq": String(event.sequence)]) { $1 })
         let verdict: Authentication
         switch event.change {
         case .connect:
             verdict = state.authorizer.admit(event.accessory)
             if let reason = verdict.rejection {
-                logger.notice("accessory rejected: \(reason)", metadata(for: event.accessory))
+                logger.notice(.accessoryRejected, "accessory rejected: \(reason)", metadata(for: event.accessory))
             }
         case .disconnect:
             verdict = state.authorizer.release(event.accessory.connectionID) ?? .rejected(reason: "")
@@ -92,7 +92,7 @@ final class Publisher {
         case .queued, .dropped: break
         case .stoppedReading:
             state.logger.info(
-                "client does not read: suspending it and queueing its events",
+                .clientSlow, "client does not read: suspending it and queueing its events",
                 session.metadata.merging(["outbound.bytes": String(session.outbound.byteCount)]) { $1 })
         }
     }

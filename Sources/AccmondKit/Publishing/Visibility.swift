@@ -12,15 +12,15 @@ extension Publisher {
         let oldAccounts = state.authorizer.accounts
         let problems = state.authorizer.install(loaded)
         guard problems.isEmpty else {
-            for problem in problems { logger.error("manifest: \(problem)") }
+            for problem in problems { logger.error(.manifestRefused, "manifest: \(problem)") }
             logger.error(
-                initial
+                .manifestRefused, initial
                     ? "manifest: not loaded; every accessory is rejected until a reload succeeds"
                     : "manifest: reload refused; the previous manifest stays in force")
             return problems
         }
         logger.notice(
-            "manifest loaded: \(loaded.manifest.entries.count) entries",
+            .manifestLoaded, "manifest loaded: \(loaded.manifest.entries.count) entries",
             ["manifest.files": loaded.files.joined(separator: ",")])
         if !initial { reevaluateVisibility(oldAccounts: oldAccounts) }
         return []
@@ -39,7 +39,7 @@ extension Publisher {
             let after = state.authorizer.verdict(accessory.connectionID) ?? before
             guard before != after || oldAccounts != accounts else { continue }
             if before != after, let reason = after.rejection {
-                state.logger.notice("accessory rejected after reload: \(reason)", metadata(for: accessory))
+                state.logger.notice(.accessoryRejected, "accessory rejected after reload: \(reason)", metadata(for: accessory))
             }
             var lost: [Session] = []
             var gained: [Session] = []

@@ -49,7 +49,7 @@ extension RequestHandler {
             restoreKey = key
         }
         session.greet(version: version, clientName: clientName, restoreKey: restoreKey)
-        state.logger.debug("client said hello", session.metadata)
+        state.logger.debug(.clientSession, "client said hello", session.metadata)
         let kept = restoreKey.flatMap { state.preserved.claim($0) }
         state.reply(
             to: session,
@@ -68,7 +68,7 @@ extension RequestHandler {
         state.reply(to: session, .restored(sequence: state.registry.sequence))
         persistence.markDirty()
         state.logger.info(
-            "session restored",
+            .preservedSession, "session restored",
             session.metadata.merging([
                 "restore.id": session.restoreKey?.restoreID ?? "", "replay": String(kept.memory.replay.count),
             ]) { $1 })
@@ -106,7 +106,7 @@ extension RequestHandler {
             return
         }
         session.suspend()
-        state.logger.debug("client suspended", session.metadata)
+        state.logger.debug(.clientSession, "client suspended", session.metadata)
         state.reply(to: session, .ok(id: id, connectionID: nil))
     }
 
@@ -118,7 +118,7 @@ extension RequestHandler {
         // The reply goes first; the queued events follow as the socket takes them.
         session.resume()
         state.logger.debug(
-            "client resumed", session.metadata.merging(["queue": String(session.queue.count)]) { $1 })
+            .clientSession, "client resumed", session.metadata.merging(["queue": String(session.queue.count)]) { $1 })
         state.reply(to: session, .ok(id: id, connectionID: nil))
     }
 

@@ -152,7 +152,7 @@ final class ServiceNotifier: Sendable {
             let left = Int32((deadline - monotonicNanoseconds()) / 1_000_000) + 1
             if let ready = try? poller.wait(timeoutMilliseconds: left), !ready.isEmpty { return }  // try?: EINTR: again
         }
-        logger.warning("sd_notify: the service manager does not take notifications; exiting without waiting")
+        logger.warning(.serviceManager, "sd_notify: the service manager does not take notifications; exiting without waiting")
     }
 
     // MARK: The loop thread
@@ -202,7 +202,7 @@ final class ServiceNotifier: Sendable {
             try poller.add(stopRequested.descriptor, interest: .readable, token: 1)
             runHelper(&poller)
         } catch {
-            logger.error("sd_notify: helper thread: epoll: \(error); no READY=1, STATUS= or WATCHDOG=1")
+            logger.error(.serviceManager, "sd_notify: helper thread: epoll: \(error); no READY=1, STATUS= or WATCHDOG=1")
         }
     }
 
@@ -231,7 +231,7 @@ final class ServiceNotifier: Sendable {
             if let period = pingPeriod, let due = state.nextPing, monotonicNanoseconds() >= due {
                 if pingRequested.load(ordering: .acquiring) {  // the last request is still unanswered
                     logger.warning(
-                        "watchdog: the broker loop did not turn for \(period / 1_000_000) ms; no WATCHDOG=1 until it"
+                        .serviceManager, "watchdog: the broker loop did not turn for \(period / 1_000_000) ms; no WATCHDOG=1 until it"
                             + " does")
                 }
                 pingRequested.store(true, ordering: .releasing)
@@ -288,7 +288,7 @@ final class ServiceNotifier: Sendable {
         do throws(Errno) {
             try send(state)
         } catch {
-            logger.debug("sd_notify: \(state.split(separator: "\n").joined(separator: " ")): \(error)")
+            logger.debug(.serviceManager, "sd_notify: \(state.split(separator: "\n").joined(separator: " ")): \(error)")
         }
     }
 }

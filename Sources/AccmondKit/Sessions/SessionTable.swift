@@ -65,8 +65,8 @@ final class SessionTable {
     func close(_ session: Session, reason: String, level: LogLevel = .debug) {
         guard session.beginClosing() else { return }
         pendingClose.append(session)
-        if level > .debug { logger.log(level, reason, session.metadata) }
-        logger.debug("client disconnected: \(reason)", session.metadata)
+        if level > .debug { logger.log(level, .clientDisconnected, reason, session.metadata) }
+        logger.debug(.clientDisconnected, "client disconnected: \(reason)", session.metadata)
     }
 
     /// Removes the sessions closed this turn, in order, handing each to `release` (which closes its descriptor).

@@ -78,13 +78,13 @@ public final class UdevEventSource: LoopDrivenEventSource {
                     case .event(let message)?:
                         events += apply(UdevDevice.record(of: message, context: context), to: &state.tracker)
                     case .dropped(let reason)?:
-                        logger.debug("udev: monitor message ignored: \(reason)")
+                        logger.debug(.udevFailure, "udev: monitor message ignored: \(reason)")
                     case nil:
                         return events
                     }
                 }
             } catch {
-                logger.error("udev monitor lost: \(error); reopening it and re-enumerating")
+                logger.error(.udevFailure, "udev monitor lost: \(error); reopening it and re-enumerating")
                 events += reopen(&state)
             }
             return events
@@ -132,7 +132,7 @@ public final class UdevEventSource: LoopDrivenEventSource {
             }
         } catch {
             logger.error(
-                "udev: cannot reopen the monitor: \(error); retrying in \(Self.reopenDelayMilliseconds / 1000) s")
+                .udevFailure, "udev: cannot reopen the monitor: \(error); retrying in \(Self.reopenDelayMilliseconds / 1000) s")
             state.reopenTimer.arm(milliseconds: Self.reopenDelayMilliseconds)
             return []
         }
@@ -153,7 +153,7 @@ public final class UdevEventSource: LoopDrivenEventSource {
         if reconciling { return tracker.reconcile(with: records) }
         var events: [SourceEvent] = []
         for record in records { events += apply(record, to: &tracker) }
-        logger.info("coldplug: \(records.count) devices, \(tracker.attachedKeys.count) accessories")
+        logger.info(.coldplug, "coldplug: \(records.count) devices, \(tracker.attachedKeys.count) accessories")
         return events + [.inventory(keyPrefix: Self.keyPrefix, keys: tracker.attachedKeys)]
     }
 
@@ -162,9 +162,9 @@ public final class UdevEventSource: LoopDrivenEventSource {
         let action = record.action.isEmpty ? "present" : record.action
         switch skipped {
         case .ignored(let reason)?:
-            logger.log(.trace, "udev: \(action): \(record.syspath): not an accessory: \(reason)")
+            logger.log(.trace, .deviceSkipped, "udev: \(action): \(record.syspath): not an accessory: \(reason)")
         case .rejected(let reason)?:
-            logger.notice("udev: \(action): \(record.syspath): skipped: \(reason)")
+            logger.notice(.deviceSkipped, "udev: \(action): \(record.syspath): skipped: \(reason)")
         default:
             break
         }

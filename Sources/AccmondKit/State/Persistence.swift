@@ -97,7 +97,7 @@ final class Persistence {
             _ = state.preserved.preserve(kept, as: RestoreKey(uid: entry.uid, restoreID: entry.restoreID))
         }
         state.logger.notice(
-            "state restored: \(saved.connected.count) accessories, \(saved.sessions.count) preserved sessions",
+            .state, "state restored: \(saved.connected.count) accessories, \(saved.sessions.count) preserved sessions",
             ["seq": String(saved.sequenceCeiling)])
     }
 
@@ -109,12 +109,12 @@ final class Persistence {
             since: monotonicNanoseconds(), sinceWallClock: wallClockSeconds())
         for dropped in state.preserved.preserve(kept, as: key) {
             state.logger.notice(
-                "preserved session dropped: more than \(state.preserved.maximumCount) are kept",
+                .preservedSession, "preserved session dropped: more than \(state.preserved.maximumCount) are kept",
                 ["restore.id": dropped.restoreID, "client.uid": String(dropped.uid)])
         }
         markDirty()
         state.logger.info(
-            "client gone; session preserved for its restore id",
+            .preservedSession, "client gone; session preserved for its restore id",
             session.metadata.merging(["restore.id": key.restoreID, "replay": String(memory.replay.count)]) { $1 })
     }
 
@@ -123,7 +123,7 @@ final class Persistence {
         for key in state.preserved.expire(now: monotonicNanoseconds()) {
             markDirty()
             state.logger.notice(
-                "preserved session expired after \(Int(state.configuration.restoreRetentionSeconds)) s",
+                .preservedSession, "preserved session expired after \(Int(state.configuration.restoreRetentionSeconds)) s",
                 ["restore.id": key.restoreID, "client.uid": String(key.uid)])
         }
     }

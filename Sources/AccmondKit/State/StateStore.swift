@@ -42,7 +42,7 @@ final class StateStore: Sendable {
             guard let read = try AtomicFile.read(path) else { return nil }
             bytes = read
         } catch {
-            logger.error("state: \(error); starting fresh")
+            logger.error(.state, "state: \(error); starting fresh")
             return nil
         }
         do {
@@ -53,7 +53,7 @@ final class StateStore: Sendable {
             return state
         } catch {
             let aside = (try? AtomicFile.moveAside(path)) ?? "(could not move it aside)"  // try?: the message says so
-            logger.error("state: '\(path)': unreadable (\(Self.reason(error))); moved to '\(aside)', starting fresh")
+            logger.error(.state, "state: '\(path)': unreadable (\(Self.reason(error))); moved to '\(aside)', starting fresh")
             return nil
         }
     }
@@ -90,7 +90,7 @@ final class StateStore: Sendable {
         do {
             try AtomicFile.write(try state.json(), to: path)
         } catch {
-            logger.error("state: cannot save: \(error)")
+            logger.error(.state, "state: cannot save: \(error)")
         }
     }
 
