@@ -8,6 +8,7 @@ set -uo pipefail
 deb=$(realpath "${1:?usage: test-package.sh DEB BUILD_DIR}")
 BUILD_DIR=$(realpath "${2:?usage: test-package.sh DEB BUILD_DIR}")
 SWIFT=${SWIFT:-swift}
+. "$(dirname "${BASH_SOURCE[0]}")/chroot-cache.sh"
 work=$BUILD_DIR/package-test
 root=$work/root
 passed=0
@@ -122,20 +123,10 @@ fi
 
 # --- a bare Debian: debootstrap --variant=minbase bookworm, cached as a tarball ----------------------------------
 cache=$BUILD_DIR/chroot-cache/bookworm-minbase.tar
-if [ ! -f "$cache" ]; then
-  mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)\/*$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
-  [ -n "$mirror" ] || mirror=$(sed -n 's/^deb \(http[^ ]*debian\)\/* bookworm .*/\1/p' /etc/apt/sources.list 2>/dev/null | head -1)
-  mirror=${mirror:-http://deb.debian.org/debian}
-  info "debootstrap --variant=minbase bookworm from $mirror (cached in $cache)"
-  mkdir -p "$(dirname "$cache")" "$work/bootstrap"
-  if debootstrap --variant=minbase bookworm "$work/bootstrap" "$mirror" >"$work/debootstrap.log" 2>&1 &&
-    tar -C "$work/bootstrap" -cf "$cache.partial" . && mv "$cache.partial" "$cache"; then
-    rm -rf "$work/bootstrap"
-  else
-    fail "debootstrap --variant=minbase bookworm ($work/debootstrap.log)"
-    tail -20 "$work/debootstrap.log" | sed 's/^/    /'
-    finish
-  fi
+if ! minbase_tarball "$BUILD_DIR/chroot-cache" "$work"; then
+  fail "debootstrap --variant=minbase bookworm ($work/debootstrap.log)"
+  tail -20 "$work/debootstrap.log" | sed 's/^/    /'
+  finish
 fi
 mkdir -p "$root"
 tar -C "$root" -xf "$cache"
