@@ -79,8 +79,8 @@ else
 fi
 info "host: PID 1 is $(cat /proc/1/comm); systemd-nspawn: $host_mode${cgroup_roots[*]:+ (cgroups in ${cgroup_roots[*]})}"
 
-# A container of an earlier run that was killed before it could clean up: remove its empty cgroups, and refuse to
-# run beside one that still has processes (they would be this script's own, from that run).
+# What a run killed before it could clean up left (its name is accmon-test-PID): its empty cgroups and
+# systemd-nspawn's directory for it. A cgroup that still has processes is refused: they would be that run's.
 for cgroup_root in "${cgroup_roots[@]}"; do
   for stale in "$cgroup_root"/sd-accmon-test-*; do
     [ -d "$stale" ] || continue
@@ -90,6 +90,9 @@ for cgroup_root in "${cgroup_roots[@]}"; do
     fi
     find "$stale" -depth -type d -exec rmdir {} \; 2>/dev/null
   done
+done
+for stale in /run/systemd/nspawn/propagate/accmon-test-*; do
+  [ -d "$stale" ] && ! kill -0 "${stale##*-}" 2>/dev/null && rm -rf --one-file-system "$stale"
 done
 
 # --- the root: cached tarball, extracted once -------------------------------------------------------------------
@@ -157,21 +160,37 @@ remove_own_cgroups() {
     [ -d "$cgroup_root/sd-$name" ] && find "$cgroup_root/sd-$name" -depth -type d -exec rmdir {} \; 2>/dev/null
   done
 }
-# stop_container: orderly shutdown (systemd-nspawn turns SIGTERM into SIGRTMIN+3 for the container's systemd), then
-# SIGKILL for whatever is left after shutdown_timeout. Returns 1 when it had to kill.
+# The processes in the cgroups made for the container (own-cgroup mode).
+own_cgroup_processes() {
+  local cgroup_root
+  for cgroup_root in "${cgroup_roots[@]}"; do
+    [ -d "$cgroup_root/sd-$name" ] && find "$cgroup_root/sd-$name" -name cgroup.procs -exec cat {} + 2>/dev/null
+  done | sort -u | tr '\n' ' '
+}
+# stop_container: orderly shutdown (systemd-nspawn turns SIGTERM into SIGRTMIN+3 for the container's systemd); past
+# shutdown_timeout, SIGKILL for systemd-nspawn and every process of the container, and the clean-up that
+# systemd-nspawn could not do. Returns 1 when it had to kill.
 stop_container() {
   local deadline=$((SECONDS + shutdown_timeout)) forced=0 pid
   [ -n "$launcher" ] && kill -0 "$launcher" 2>/dev/null && [ -n "$nspawn" ] && kill -TERM "$nspawn" 2>/dev/null
   while [ -n "$launcher" ] && kill -0 "$launcher" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.05; done
-  if [ -n "$launcher" ] && kill -0 "$launcher" 2>/dev/null; then
-    forced=1
-    kill -KILL "$nspawn" "$launcher" 2>/dev/null
-    for pid in $(container_processes); do kill -KILL "$pid" 2>/dev/null; done
-  fi
-  if [ -n "$launcher" ]; then
-    wait "$launcher" 2>/dev/null
-    nspawn_status=$?
-  fi
+  {  # (bash would report the killed launcher on standard error)
+    if [ -n "$launcher" ] && kill -0 "$launcher"; then
+      forced=1
+      deadline=$((SECONDS + 10))
+      while [ "$SECONDS" -lt "$deadline" ]; do
+        pids=$(printf '%s ' $nspawn $launcher $(container_processes) $(own_cgroup_processes))
+        [ -n "${pids// /}" ] || break
+        for pid in $pids; do kill -KILL "$pid"; done
+        sleep 0.05
+      done
+      rm -rf --one-file-system "/run/systemd/nspawn/propagate/$name"
+    fi
+    if [ -n "$launcher" ]; then
+      wait "$launcher"
+      nspawn_status=$?
+    fi
+  } 2>/dev/null
   launcher= nspawn=
   remove_own_cgroups
   return "$forced"
@@ -196,66 +215,70 @@ while [ -z "$pid1" ] && kill -0 "$launcher" 2>/dev/null && [ "$SECONDS" -lt "$de
   [ -n "$nspawn" ] && pid1=$(pgrep -P "$nspawn" -x systemd)
   [ -n "$pid1" ] || sleep 0.02
 done
+in_container() { nsenter -t "$pid1" -a "$@"; }
+booted=0
 if [ -z "$pid1" ]; then
   fail "systemd-nspawn --boot: no systemd as the container's PID 1 within $boot_timeout s ($work/console.log)"
   tail -20 "$work/console.log" | indent
-  finish
-fi
-pidns=$(readlink "/proc/$pid1/ns/pid")
-in_container() { nsenter -t "$pid1" -a "$@"; }
-# Until the container's systemd has its private bus socket, systemctl cannot ask it anything: try again.
-while boot_state=$(timeout "$((deadline - SECONDS + 1))" nsenter -t "$pid1" -a systemctl is-system-running --wait 2>&1)
-  [[ $boot_state == *'Failed to connect to bus'* ]] && [ "$SECONDS" -lt "$deadline" ]; do
-  sleep 0.02
-done
-if [ "$boot_state" = running ]; then
-  pass "booted: $(in_container systemctl --version | head -1 | cut -d' ' -f1-2) is PID 1, is-system-running: running ($(seconds_since "$step") s)"
 else
-  fail "booted: is-system-running: '$boot_state' (expected running; $work/console.log)"
-  in_container systemctl --failed --no-pager 2>&1 | indent
-  finish
+  pidns=$(readlink "/proc/$pid1/ns/pid")
+  # Until the container's systemd listens on its private bus socket, systemctl cannot reach it and says 'offline'
+  # or 'Failed to connect to bus': ask again.
+  while boot_state=$(timeout "$((deadline - SECONDS + 1))" nsenter -t "$pid1" -a systemctl is-system-running --wait 2>&1)
+    [[ $boot_state == offline || $boot_state == *'Failed to connect to bus'* ]] && [ "$SECONDS" -lt "$deadline" ]; do
+    sleep 0.02
+  done
+  if [ "$boot_state" = running ]; then
+    pass "booted: $(in_container systemctl --version | head -1 | cut -d' ' -f1-2) is PID 1, is-system-running: running ($(seconds_since "$step") s)"
+    booted=1
+  else
+    fail "booted: is-system-running: '$boot_state' (expected running; $work/console.log)"
+    in_container systemctl --failed --no-pager 2>&1 | indent
+  fi
 fi
 
 # --- the checks: each file of checks/ as a transient unit in the container ----------------------------------------
 # A file's PASS and FAIL lines are counted as they come. A file that printed neither, or that stopped with a
 # non-zero status without a FAIL line (killed at its time limit, say), counts as one FAIL. A failure in a 00- file
 # (the set-up: installing the package) stops the run: the other checks need it.
-for file in "$here"/systemd-test/checks/[0-9]*.sh; do
-  check_name=$(basename "$file" .sh)
-  results=0 file_failed=0 status=
-  while IFS= read -r line; do
-    case $line in
-      '@@status '*) status=${line#@@status }; continue ;;
-      PASS:*) passed=$((passed + 1)); results=$((results + 1)) ;;
-      FAIL:*) failed=$((failed + 1)); results=$((results + 1)); file_failed=$((file_failed + 1)) ;;
-    esac
-    printf '%s\n' "$line"
-  done < <(
-    timeout -k 5 "$((check_timeout + 15))" nsenter -t "$pid1" -a systemd-run --wait --pipe --quiet --collect \
-      --unit="accmon-check-$check_name" -p RuntimeMaxSec="$check_timeout" \
-      -- /testdata/harness/run-check.sh "checks/$check_name.sh" </dev/null 2>&1
-    echo "@@status $?"
-  )
-  if [ "$results" = 0 ]; then
-    fail "checks/$check_name.sh: no PASS or FAIL line (status ${status:-?})"
-    file_failed=1
-  elif [ "${status:-1}" != 0 ] && [ "$file_failed" = 0 ]; then
-    fail "checks/$check_name.sh stopped with status ${status:-?} (time limit: $check_timeout s)"
-    file_failed=1
+if [ "$booted" = 1 ]; then
+  for file in "$here"/systemd-test/checks/[0-9]*.sh; do
+    check_name=$(basename "$file" .sh)
+    results=0 file_failed=0 status=
+    while IFS= read -r line; do
+      case $line in
+        '@@status '*) status=${line#@@status }; continue ;;
+        PASS:*) passed=$((passed + 1)); results=$((results + 1)) ;;
+        FAIL:*) failed=$((failed + 1)); results=$((results + 1)); file_failed=$((file_failed + 1)) ;;
+      esac
+      printf '%s\n' "$line"
+    done < <(
+      timeout -k 5 "$((check_timeout + 15))" nsenter -t "$pid1" -a systemd-run --wait --pipe --quiet --collect \
+        --unit="accmon-check-$check_name" -p RuntimeMaxSec="$check_timeout" \
+        -- /testdata/harness/run-check.sh "checks/$check_name.sh" </dev/null 2>&1
+      echo "@@status $?"
+    )
+    if [ "$results" = 0 ]; then
+      fail "checks/$check_name.sh: no PASS or FAIL line (status ${status:-?})"
+      file_failed=1
+    elif [ "${status:-1}" != 0 ] && [ "$file_failed" = 0 ]; then
+      fail "checks/$check_name.sh stopped with status ${status:-?} (time limit: $check_timeout s)"
+      file_failed=1
+    fi
+    if [ "$file_failed" != 0 ] && [[ $check_name == 00-* ]]; then
+      fail "the other checks were not run: checks/$check_name.sh, the set-up, failed"
+      break
+    fi
+  done
+  if [ "$failed" != 0 ]; then
+    in_container journalctl -b --no-pager -o short-monotonic >"$work/journal.txt" 2>&1
+    info "the container's journal: $work/journal.txt"
   fi
-  if [ "$file_failed" != 0 ] && [[ $check_name == 00-* ]]; then
-    fail "the other checks were not run: checks/$check_name.sh, the set-up, failed"
-    break
+  # SYSTEMD_TEST_KEEP=1: leave the container up to look around in it, until a line (Enter) on standard input.
+  if [ "${SYSTEMD_TEST_KEEP:-0}" = 1 ]; then
+    info "the container runs; enter it with: nsenter -t $pid1 -a bash   (press Enter here to shut it down)"
+    read -r -t "$lifetime" _ || true
   fi
-done
-if [ "$failed" != 0 ]; then
-  in_container journalctl -b --no-pager -o short-monotonic >"$work/journal.txt" 2>&1
-  info "the container's journal: $work/journal.txt"
-fi
-# SYSTEMD_TEST_KEEP=1: leave the container up to look around in it, until a line (Enter) on standard input.
-if [ "${SYSTEMD_TEST_KEEP:-0}" = 1 ]; then
-  info "the container runs; enter it with: nsenter -t $pid1 -a bash   (press Enter here to shut it down)"
-  read -r -t "$lifetime" _ || true
 fi
 
 # --- shutdown, and what it left behind ----------------------------------------------------------------------------
