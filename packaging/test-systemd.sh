@@ -136,8 +136,10 @@ if [ ! -f "$cache" ]; then
 fi
 if [ ! -f "$root/.accmon-test-root" ]; then
   for old in "$work"/root-*; do [ -d "$old" ] && rm -rf --one-file-system "$old"; done
-  mkdir -p "$root" && tar -C "$root" -xf "$cache" && touch "$root/.accmon-test-root" ||
-    { fail "extracting $cache into $root"; finish; }
+  if ! { mkdir -p "$root" && tar -C "$root" -xf "$cache" && touch "$root/.accmon-test-root"; }; then
+    fail "extracting $cache into $root"
+    finish
+  fi
 fi
 
 # What the container sees read-only at /testdata: the .deb and the in-container harness.
@@ -145,7 +147,7 @@ testdata=$work/testdata
 rm -rf "$testdata" && mkdir -p "$testdata" && cp "$deb" "$testdata/accmon.deb" && cp -r "$here/systemd-test" "$testdata/harness"
 
 # --- boot -----------------------------------------------------------------------------------------------------------
-launcher= nspawn= pid1= pidns=
+launcher='' nspawn='' pid1='' pidns=''
 # The processes of the container's PID namespace still alive (recorded once it booted).
 container_processes() {
   [ -n "$pidns" ] || return 0
@@ -179,7 +181,8 @@ stop_container() {
       forced=1
       deadline=$((SECONDS + 10))
       while [ "$SECONDS" -lt "$deadline" ]; do
-        pids=$(printf '%s ' $nspawn $launcher $(container_processes) $(own_cgroup_processes))
+        # shellcheck disable=SC2046 # lists of pids, split on purpose
+        pids=$(printf '%s ' "$nspawn" "$launcher" $(container_processes) $(own_cgroup_processes))
         [ -n "${pids// /}" ] || break
         for pid in $pids; do kill -KILL "$pid"; done
         sleep 0.05
@@ -191,7 +194,7 @@ stop_container() {
       nspawn_status=$?
     fi
   } 2>/dev/null
-  launcher= nspawn=
+  launcher='' nspawn=''
   remove_own_cgroups
   return "$forced"
 }
@@ -241,9 +244,13 @@ fi
 # A file's PASS and FAIL lines are counted as they come. A file that printed neither, or that stopped with a
 # non-zero status without a FAIL line (killed at its time limit, say), counts as one FAIL. A failure in a 00- file
 # (the set-up: installing the package) stops the run: the other checks need it.
+# SYSTEMD_TEST_CHECKS=GLOB runs only the check files whose names match (and the set-up), e.g. '50-*'.
 if [ "$booted" = 1 ]; then
   for file in "$here"/systemd-test/checks/[0-9]*.sh; do
     check_name=$(basename "$file" .sh)
+    # shellcheck disable=SC2053 # a glob on purpose
+    [[ $check_name == 00-* || $check_name == ${SYSTEMD_TEST_CHECKS:-*} || $check_name.sh == ${SYSTEMD_TEST_CHECKS:-*} ]] ||
+      continue
     results=0 file_failed=0 status=
     while IFS= read -r line; do
       case $line in
@@ -299,8 +306,9 @@ for cgroup_root in "${cgroup_roots[@]}"; do
   [ -e "$cgroup_root/sd-$name" ] && leftovers+=("cgroup $cgroup_root/sd-$name")
 done
 if [ "$host_mode" = machined ]; then
-  cgroups=$(find /sys/fs/cgroup -maxdepth 4 -type d -name "machine-$name*.scope" 2>/dev/null)
-  [ -n "$cgroups" ] && leftovers+=("cgroups: $cgroups")
+  # The scope systemd-machined made for the container: machine-accmon\x2dtest\x2dPID.scope.
+  scope="machine-$(systemd-escape "$name").scope"
+  [ "$(systemctl is-active "$scope")" = inactive ] || leftovers+=("$scope: $(systemctl is-active "$scope")")
   machinectl show "$name" >/dev/null 2>&1 && leftovers+=("machine $name still registered with systemd-machined")
 fi
 [ -e "/run/systemd/nspawn/propagate/$name" ] && leftovers+=("/run/systemd/nspawn/propagate/$name")

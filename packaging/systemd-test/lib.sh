@@ -101,27 +101,29 @@ as_user() {
   setpriv --reuid="$user" --regid="$user" --init-groups --reset-env -- "$@"
 }
 
+# install_test_files NAME: copies the tree files/NAME of this directory onto the container's / (test units, polkit
+# rules, manifests: files/NAME/etc/... lands in /etc/...), owned by root with the modes it has here; reloads systemd
+# when the tree has units.
+install_test_files() {
+  cp -r --preserve=mode "/testdata/harness/files/$1/." / || return
+  if [ -d "/testdata/harness/files/$1/etc/systemd" ] || [ -d "/testdata/harness/files/$1/usr/lib/systemd" ]; then
+    systemctl daemon-reload
+  fi
+}
+
 # use_test_service: accmond.service as shipped plus a drop-in that adds --simulate (so that `accmon simulate`, as
-# root, plugs accessories) and shortens the watchdog to 2 s, and a manifest drop-in that admits the test
-# accessories (vendors 0403 and 0781; others stay rejected); (re)starts the service when either changed.
-test_vendors_manifest=/etc/accmon/manifest.d/50-systemd-test.json
+# root, plugs accessories) and shortens the watchdog to 4 s, and the manifest drop-in of files/test-service that
+# admits the test accessories (vendors 0403 and 0781; others stay rejected); (re)starts the service when either was
+# not there yet.
 use_test_service() {
   local changed=0
   if [ ! -f /etc/systemd/system/accmond.service.d/50-systemd-test.conf ]; then
-    printf '[Service]\nExecStart=\nExecStart=%s --simulate\nWatchdogSec=2s\n' "$(shipped_exec_start)" |
+    printf '[Service]\nExecStart=\nExecStart=%s --simulate\nWatchdogSec=4s\n' "$(shipped_exec_start)" |
       dropin accmond.service 50-systemd-test
     changed=1
   fi
-  if [ ! -f "$test_vendors_manifest" ]; then
-    cat >"$test_vendors_manifest" <<'EOF'
-{
-  "version": 1,
-  "accessories": [
-    {"name": "test-ftdi", "match": {"id": "0403:*"}},
-    {"name": "test-sandisk", "match": {"id": "0781:*"}},
-  ],
-}
-EOF
+  if [ ! -f /etc/accmon/manifest.d/50-systemd-test.json ]; then
+    install_test_files test-service
     changed=1
   fi
   if [ "$changed" = 1 ] || ! is_active accmond.service; then

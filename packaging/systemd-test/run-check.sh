@@ -6,6 +6,8 @@
 # Usage: run-check.sh checks/NN-name.sh
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")" || exit 2
+# shellcheck source=lib.sh
 . ./lib.sh
+# shellcheck disable=SC1090 # the check file named on the command line
 . "./${1:?usage: run-check.sh checks/NN-name.sh}"
 [ "$failed" = 0 ]

@@ -37,5 +37,13 @@ check "... and names the problem with file:line:column" \
   journal_has "$start" "^manifest: $reload_manifest:[0-9]+:[0-9]+: " -u accmond -o cat
 check "... the previous manifest is in force (the member still sees CH340 D)" member_sees_d
 expect "... and accmond runs on (same main PID, active)" "$(main_pid) $(systemctl is-active accmond.service)" "$pid active"
+
+# SIGHUP reloads too (what `systemctl kill -s HUP accmond` sends): the test entry removed, CH340 D is rejected again.
 rm -f "$reload_manifest"
-systemctl reload accmond.service
+start=$(cursor)
+systemctl kill --kill-whom=main --signal=HUP accmond.service
+check "SIGHUP (systemctl kill -s HUP accmond) reloads the manifest as well" \
+  journal_has "$start" '^manifest loaded: [0-9]+ entries' -u accmond -o cat
+member_misses_d() { ! member_sees_d; }
+check "... which no longer admits CH340 D" wait_for 5 member_misses_d
+expect "... and accmond runs on (same main PID, active)" "$(main_pid) $(systemctl is-active accmond.service)" "$pid active"

@@ -14,6 +14,9 @@ else
   fail "journalctl -u accmond -o json: no entry with CONNECTION_ID=$r within 5 s"
   journal_after "$start" -u accmond.service -o cat | indent
 fi
+# The query accmond(8) shows (by connection), and one by kind of message.
+finds_rejection_of_r() { journalctl -b -q --no-pager -o cat -u accmond.service CONNECTION_ID="$r" | grep -q '^accessory rejected: '; }
+check "journalctl -u accmond CONNECTION_ID=$r finds the rejection" finds_rejection_of_r
 finds_listening() {
   journalctl -b -q --no-pager -o cat -u accmond.service MESSAGE_ID=fde6b016229a48e0801432d9f53682a1 | grep -q '^listening on '
 }
