@@ -112,13 +112,14 @@ install_test_files() {
 }
 
 # use_test_service: accmond.service as shipped plus a drop-in that adds --simulate (so that `accmon simulate`, as
-# root, plugs accessories) and shortens the watchdog to 4 s, and the manifest drop-in of files/test-service that
-# admits the test accessories (vendors 0403 and 0781; others stay rejected); (re)starts the service when either was
-# not there yet.
+# root, plugs accessories), shortens the watchdog to 4 s and allows no core dump, and the manifest drop-in of
+# files/test-service, which admits the test accessories (vendors 0403 and 0781; others stay rejected). (Re)starts
+# the service when either was not there yet.
 use_test_service() {
   local changed=0
   if [ ! -f /etc/systemd/system/accmond.service.d/50-systemd-test.conf ]; then
-    printf '[Service]\nExecStart=\nExecStart=%s --simulate\nWatchdogSec=4s\n' "$(shipped_exec_start)" |
+    # LimitCORE=0: the watchdog's SIGABRT leaves no core, here or with a host's core_pattern helper.
+    printf '[Service]\nExecStart=\nExecStart=%s --simulate\nWatchdogSec=4s\nLimitCORE=0\n' "$(shipped_exec_start)" |
       dropin accmond.service 50-systemd-test
     changed=1
   fi

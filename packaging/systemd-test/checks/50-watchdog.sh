@@ -1,7 +1,7 @@
 # The watchdog: systemd kills a frozen accmond (SIGSTOP: it stops sending WATCHDOG=1) and starts it again, and a
 # client with a restore id gets its session back from the new accmond, with the events it missed.
 
-use_test_service   # --simulate, WatchdogSec=2s
+use_test_service   # --simulate, WatchdogSec=4s
 id=watchdog-test
 a=$(plug serial 0403 6001 WD-A "Adapter A")
 accmon watch --json --restore-id "$id" >"$scratch/watch1.out" 2>"$scratch/watch1.err" &
