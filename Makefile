@@ -7,10 +7,12 @@ DEBUG_BIN = $(BUILD_DIR)/debug
 # The package: built and tested under PACKAGE_DIR (release build, staging tree, cached minbase chroot).
 PACKAGE_DIR ?= build
 PACKAGE_APT_PACKAGES := dpkg-dev binutils xz-utils man-db python3 systemd debootstrap lintian
+# What booting the package's test container needs on the host (systemd-nspawn).
+SYSTEMD_TEST_APT_PACKAGES := systemd-container
 VERSION = $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonProtocol/Version.swift)
 DEB = $(PACKAGE_DIR)/accmon_$(VERSION)_amd64.deb
 
-.PHONY: all build deps deps-package run test test-package deb fuzz soak clean
+.PHONY: all build deps deps-package deps-systemd-test run test test-package test-systemd deb fuzz soak clean
 
 all: build
 
@@ -27,6 +29,10 @@ deps:
 deps-package:
 	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(APT_PACKAGES) $(PACKAGE_APT_PACKAGES)"
 
+# The same, plus what booting the systemd test container needs.
+deps-systemd-test:
+	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(APT_PACKAGES) $(PACKAGE_APT_PACKAGES) $(SYSTEMD_TEST_APT_PACKAGES)"
+
 build: deps
 	$(SWIFT) build --scratch-path $(BUILD_DIR)
 
@@ -40,7 +46,7 @@ run: build
 test: build check-layering
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
 	scripts/test-deadline.sh 900 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build
-	@$(MAKE) --no-print-directory test-package
+	@$(MAKE) --no-print-directory test-package test-systemd
 
 # Fails when a module dependency points the wrong way (docs/ARCHITECTURE.md, "Layers"); its self-test first.
 .PHONY: check-layering
@@ -55,6 +61,11 @@ deb: deps-package
 # Checks the .deb: lintian, systemd-analyze, man pages, then install, run and purge in a minbase bookworm chroot.
 test-package: deb
 	packaging/test-package.sh $(DEB) $(PACKAGE_DIR)
+
+# Boots a bookworm container with systemd as its PID 1 (systemd-nspawn; the root is built once and cached in
+# $(PACKAGE_DIR)/chroot-cache), installs the .deb in it and checks the shipped units under the container's systemd.
+test-systemd: deb deps-systemd-test
+	packaging/test-systemd.sh $(DEB) $(PACKAGE_DIR)
 
 # The long version of the daemon-crash trials (500 SIGKILLs at random points of storms); not part of make test.
 soak: build

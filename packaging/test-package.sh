@@ -8,6 +8,7 @@ set -uo pipefail
 deb=$(realpath "${1:?usage: test-package.sh DEB BUILD_DIR}")
 BUILD_DIR=$(realpath "${2:?usage: test-package.sh DEB BUILD_DIR}")
 SWIFT=${SWIFT:-swift}
+. "$(dirname "${BASH_SOURCE[0]}")/chroot-cache.sh"
 work=$BUILD_DIR/package-test
 root=$work/root
 passed=0
@@ -68,11 +69,12 @@ done
 
 # --- systemd units -------------------------------------------------------------------------------------------------
 units=("$stage/usr/lib/systemd/system/accmond.socket" "$stage/usr/lib/systemd/system/accmond.service")
-# verify checks ExecStart= and the man pages of Documentation=: give it the package's binary (on a tmpfs over
-# /usr/sbin, in a private mount namespace) and man pages (MANPATH).
+# verify checks the commands of ExecStart= and ExecReload= and the man pages of Documentation=: give it the
+# package's binaries (read-only overlays of the package's /usr/sbin and /usr/bin on the host's, in a private mount
+# namespace) and man pages (MANPATH).
 check "systemd-analyze verify accmond.socket accmond.service" \
-  unshare -m sh -ec 'mount -t tmpfs tmpfs /usr/sbin; cp "$1/usr/sbin/accmond" /usr/sbin/
-    shift; MANPATH="$0/usr/share/man" exec systemd-analyze verify "$@"' "$stage" "$stage" "${units[@]}"
+  unshare -m sh -ec 'for dir in /usr/sbin /usr/bin; do mount -t overlay overlay -o "lowerdir=$0$dir:$dir" "$dir"; done
+    MANPATH="$0/usr/share/man" exec systemd-analyze verify "$@"' "$stage" "${units[@]}"
 exposure=$(systemd-analyze security --offline=yes "${units[1]}" 2>&1 | sed -n 's/.*Overall exposure level for accmond.service: \([0-9.]*\).*/\1/p')
 if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e <= 2.5) }'; then
   pass "systemd-analyze security --offline=yes accmond.service: exposure $exposure (at most 2.5)"
@@ -80,8 +82,11 @@ else
   fail "systemd-analyze security --offline=yes accmond.service: exposure '${exposure:-?}' (at most 2.5)"
   systemd-analyze security --offline=yes "${units[1]}" 2>&1 | grep -v '✓' | sed 's/^/    /'
 fi
-check "accmond.service: Type=notify, WatchdogSec=, state and runtime directories" \
-  grep -qzP 'Type=notify\n(.|\n)*WatchdogSec=\d+(.|\n)*StateDirectory=accmon(.|\n)*RuntimeDirectory=accmon\n' "${units[1]}"
+check "accmond.service: Type=notify, ExecReload=, WatchdogSec=, a state directory" \
+  grep -qzP 'Type=notify\n(.|\n)*ExecReload=(.|\n)*WatchdogSec=\d+(.|\n)*StateDirectory=accmon\n' "${units[1]}"
+# /run/accmon is accmond.socket's; as a RuntimeDirectory= of a DynamicUser= service, systemd would move it to
+# /run/private and lock every client but root out (packaging/systemd-test/checks/10-socket-activation.sh).
+check "accmond.service: no RuntimeDirectory=" bash -c "! grep -q '^RuntimeDirectory' '${units[1]}'"
 check "accmond.socket: /run/accmon/accmon.sock, group accmon, mode 0660" \
   grep -qzP 'ListenStream=/run/accmon/accmon.sock\n(.|\n)*SocketGroup=accmon\nSocketMode=0660\n' "${units[0]}"
 
@@ -122,20 +127,10 @@ fi
 
 # --- a bare Debian: debootstrap --variant=minbase bookworm, cached as a tarball ----------------------------------
 cache=$BUILD_DIR/chroot-cache/bookworm-minbase.tar
-if [ ! -f "$cache" ]; then
-  mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)\/*$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
-  [ -n "$mirror" ] || mirror=$(sed -n 's/^deb \(http[^ ]*debian\)\/* bookworm .*/\1/p' /etc/apt/sources.list 2>/dev/null | head -1)
-  mirror=${mirror:-http://deb.debian.org/debian}
-  info "debootstrap --variant=minbase bookworm from $mirror (cached in $cache)"
-  mkdir -p "$(dirname "$cache")" "$work/bootstrap"
-  if debootstrap --variant=minbase bookworm "$work/bootstrap" "$mirror" >"$work/debootstrap.log" 2>&1 &&
-    tar -C "$work/bootstrap" -cf "$cache.partial" . && mv "$cache.partial" "$cache"; then
-    rm -rf "$work/bootstrap"
-  else
-    fail "debootstrap --variant=minbase bookworm ($work/debootstrap.log)"
-    tail -20 "$work/debootstrap.log" | sed 's/^/    /'
-    finish
-  fi
+if ! minbase_tarball "$BUILD_DIR/chroot-cache" "$work"; then
+  fail "debootstrap --variant=minbase bookworm ($work/debootstrap.log)"
+  tail -20 "$work/debootstrap.log" | sed 's/^/    /'
+  finish
 fi
 mkdir -p "$root"
 tar -C "$root" -xf "$cache"
