@@ -52,7 +52,8 @@ let package = Package(
         .target(name: "AccmonCrypto", dependencies: ["CCrypto"], swiftSettings: strictSettings),
         // libudev: handles that unref in one place, used on one thread.
         .target(
-            name: "AccmonUdev", dependencies: ["AccmonCrypto", "AccmonDevices", "AccmonProtocol", "AccmonSys", "CUdev"],
+            name: "AccmonUdev",
+            dependencies: ["AccmonCrypto", "AccmonDevices", "AccmonProtocol", "AccmonSys", "CUdev"],
             swiftSettings: strictSettings),
         // libsystemd: sd_notify, socket activation, the watchdog, the journal. Not linked by the client library or
         // the CLI.
@@ -74,7 +75,9 @@ let package = Package(
 
         .executableTarget(
             name: "accmond",
-            dependencies: ["AccmondKit", "AccmonLogging", "AccmonOptions", "AccmonProtocol", "AccmonSys", "AccmonSystemd"],
+            dependencies: [
+                "AccmondKit", "AccmonLogging", "AccmonOptions", "AccmonProtocol", "AccmonSys", "AccmonSystemd",
+            ],
             swiftSettings: strictSettings),
         .executableTarget(
             name: "accmon", dependencies: ["AccmonClient", "AccmonManifest", "AccmonOptions", "AccmonSys"],

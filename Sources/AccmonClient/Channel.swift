@@ -207,7 +207,8 @@ final class Channel: Sendable {
             }
             var stop: AccmonError?
             for item in framer.append(buffer[0..<count]) {
-                guard case .line(let line) = item else { continue }  // lines longer than 64 MiB cannot come from accmond
+                // Lines longer than 64 MiB cannot come from accmond.
+                guard case .line(let line) = item else { continue }
                 stop = handle(line, codec)
                 if stop != nil { break }
             }

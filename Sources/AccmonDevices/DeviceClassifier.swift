@@ -1,4 +1,5 @@
 import AccmonProtocol
+
 /// How a device record is classified.
 public enum Classification: Sendable, Hashable {
     /// A whole accessory, reported under `key` (its sysfs path).

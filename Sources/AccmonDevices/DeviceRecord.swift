@@ -1,4 +1,5 @@
 import AccmonProtocol
+
 /// A value copy of what libudev says about one device, taken on the thread that owns libudev: everything
 /// classification needs, so that the decision is pure logic.
 public struct DeviceRecord: Sendable, Hashable {

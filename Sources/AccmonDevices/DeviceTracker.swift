@@ -1,4 +1,5 @@
 import AccmonProtocol
+
 /// Follows udev records over time and turns them into source reports, robust to real-world event order.
 ///
 /// Pure. Duplicate adds and `change`/`bind` become updates (the registry keeps the connection); `unbind` is

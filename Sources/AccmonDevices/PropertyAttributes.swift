@@ -1,4 +1,5 @@
 import AccmonProtocol
+
 /// The `usb_device` attributes that a device's udev properties tell exactly, as ``DeviceClassifier`` reads them: a
 /// source takes these and reads only the others from sysfs (each read is three system calls). Any that the
 /// properties cannot tell for sure are left out, and the source reads them.
@@ -123,7 +124,9 @@ private func writeUdevPlainForm(
 ) -> Int {
     func isWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
     var index = 0
-    while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == 0x0A || bytes[index] == 0x0D {
+    while index < bytes.count,
+        bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == 0x0A || bytes[index] == 0x0D
+    {
         index += 1
     }
     var count = 0
@@ -174,7 +177,8 @@ private func wholeUTF8SequenceLength(_ bytes: UnsafeBufferPointer<UInt8>, at pos
 /// Whether udev's `encode_devnode_name` keeps the ASCII `byte` as it is.
 private func isKeptByUdevEncoding(_ byte: UInt8) -> Bool {
     switch byte {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"):
+    case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+        UInt8(ascii: "a")...UInt8(ascii: "z"):
         true
     case UInt8(ascii: "#"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ":"),
         UInt8(ascii: "="), UInt8(ascii: "@"), UInt8(ascii: "_"):
@@ -213,4 +217,3 @@ private func ueventNumbers(_ text: String?, radix: Int) -> (Int, Int, Int)? {
     }
     return field == 2 && digits > 0 ? numbers : nil
 }
-

@@ -1,4 +1,5 @@
 import AccmonProtocol
+
 /// A key of a fixed set, numbered from 0 in declaration order (``UdevProperty``, ``SysfsAttribute``): ``Slots`` keeps
 /// one value per key.
 public protocol SlotKey: CaseIterable, Hashable, Sendable, RawRepresentable where RawValue == Int {

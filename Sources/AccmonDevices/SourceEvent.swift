@@ -1,4 +1,5 @@
 import AccmonProtocol
+
 /// What an event source reports about one device, named by a source key (a sysfs path for udev).
 public enum SourceEvent: Sendable, Hashable {
     /// The device is present and ready with these properties (new, or updated).

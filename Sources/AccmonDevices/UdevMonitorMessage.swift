@@ -1,4 +1,5 @@
 import AccmonProtocol
+
 /// A device event as udevd multicasts it to monitors on the `udev` netlink group, after its rules ran: parsed from
 /// the datagram's bytes.
 ///
@@ -315,7 +316,6 @@ public struct UdevMonitorMessage: Sendable, Hashable {
         }
         return number
     }
-
 
     private static func text(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
         String(decoding: bytes, as: UTF8.self)

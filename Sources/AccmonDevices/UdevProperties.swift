@@ -1,4 +1,5 @@
 import AccmonProtocol
+
 /// A udev property that classification reads. Sources copy only these from a device (and its ancestors) into
 /// ``DeviceRecord/properties``: a udev event carries some 30 properties, and accmond reads these 17.
 public enum UdevProperty: Int, SlotKey {

@@ -224,7 +224,8 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
         ("clientSession", clientSession), ("clientSlow", clientSlow), ("preservedSession", preservedSession),
         ("accessoryConnected", accessoryConnected), ("accessoryDisconnected", accessoryDisconnected),
         ("accessoryRejected", accessoryRejected), ("manifestLoaded", manifestLoaded),
-        ("reloadRequested", reloadRequested), ("manifestRefused", manifestRefused), ("coldplug", coldplug), ("deviceSkipped", deviceSkipped),
+        ("reloadRequested", reloadRequested), ("manifestRefused", manifestRefused), ("coldplug", coldplug),
+        ("deviceSkipped", deviceSkipped),
         ("udevFailure", udevFailure), ("transportFailure", transportFailure), ("state", state),
         ("serviceManager", serviceManager), ("limitReached", limitReached),
     ]

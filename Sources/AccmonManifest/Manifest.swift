@@ -1,5 +1,6 @@
 import AccmonJSON
 import AccmonProtocol
+
 /// The admin-written allow-list that authenticates accessories: which ones are announced, with which protocol
 /// strings, to which users. The format is in docs/MANIFEST.md.
 ///
@@ -130,32 +131,6 @@ public struct Manifest: Sendable, Hashable {
     }
 }
 
-/// The ids of the user and group names a manifest mentions, resolved from the account databases once per manifest
-/// load: deciding what a client may see or do then needs only the ids the kernel gives for its socket, and no
-/// account lookup (which can wait seconds on a directory service) happens per client.
-public struct AccountIDs: Sendable, Hashable {
-    /// User names to uids; a name that did not resolve is absent, and never matches.
-    public var users: [String: UInt32]
-    /// Group names to gids; a name that did not resolve is absent, and never matches.
-    public var groups: [String: UInt32]
-
-    public init(users: [String: UInt32] = [:], groups: [String: UInt32] = [:]) {
-        self.users = users
-        self.groups = groups
-    }
-
-    /// Resolves `names` with the given lookups (in the daemon, the account databases).
-    public init(
-        resolving names: (users: Set<String>, groups: Set<String>), userID: (String) -> UInt32?,
-        groupID: (String) -> UInt32?
-    ) {
-        users = [:]
-        groups = [:]
-        for name in names.users { users[name] = userID(name) }
-        for name in names.groups { groups[name] = groupID(name) }
-    }
-}
-
 /// One file of a manifest, as read by the caller.
 public struct ManifestFile: Sendable, Hashable {
     /// The path, as shown in problems and locations.
@@ -226,76 +201,6 @@ public struct ManifestEntry: Sendable, Hashable {
 
     /// The access list that applies: ``access``, or the default.
     public var effectiveAccess: AccessList { access ?? .defaultAccess }
-}
-
-/// A user or a group in an access list: by name or by numeric id.
-public enum Principal: Sendable, Hashable, CustomStringConvertible {
-    /// A user or group name, such as `alice` or `dialout`.
-    case name(String)
-    /// A numeric uid or gid.
-    case id(UInt32)
-
-    public var description: String {
-        switch self {
-        case .name(let name): name
-        case .id(let id): String(id)
-        }
-    }
-}
-
-/// Users and groups allowed to see an accessory (or to administer). Root is always allowed.
-public struct AccessList: Sendable, Hashable {
-    /// Users, by name or uid.
-    public var users: [Principal]
-    /// Groups, by name or gid: their members are allowed.
-    public var groups: [Principal]
-
-    public init(users: [Principal] = [], groups: [Principal] = []) {
-        self.users = users
-        self.groups = groups
-    }
-
-    /// The group whose members see accessories of an entry with no `access`.
-    public static let defaultGroup = "accmon"
-    /// The access of an entry with no `access`: members of the `accmon` group (and root).
-    public static let defaultAccess = AccessList(groups: [.name(defaultGroup)])
-
-    /// Whether the list names nobody (root is still allowed).
-    public var isEmpty: Bool { users.isEmpty && groups.isEmpty }
-
-    /// Whether a user is allowed: root always; otherwise when the list names the user (by name or uid) or one of
-    /// their groups (by name or gid).
-    ///
-    /// - Parameters:
-    ///   - uid: the user's id (from `SO_PEERCRED`).
-    ///   - gids: the groups of the user's process: primary and supplementary (`SO_PEERCRED`, `SO_PEERGROUPS`).
-    ///   - accounts: the ids of the names the list holds; a name missing from it matches nobody.
-    public func allows(uid: UInt32, gids: [UInt32], accounts: AccountIDs) -> Bool {
-        if uid == 0 { return true }
-        for user in users {
-            switch user {
-            case .id(let id) where id == uid: return true
-            case .name(let name) where accounts.users[name] == uid: return true
-            default: continue
-            }
-        }
-        for group in groups {
-            switch group {
-            case .id(let id) where gids.contains(id): return true
-            case .name(let name): if let id = accounts.groups[name], gids.contains(id) { return true }
-            default: continue
-            }
-        }
-        return false
-    }
-
-    /// This list with the users and groups of `other` that it lacks, appended.
-    public func union(_ other: AccessList) -> AccessList {
-        var result = self
-        for user in other.users where !result.users.contains(user) { result.users.append(user) }
-        for group in other.groups where !result.groups.contains(group) { result.groups.append(group) }
-        return result
-    }
 }
 
 /// A `vendor:product` pattern: each half is four hex digits or `*`.
@@ -429,85 +334,4 @@ public struct ManifestMatch: Sendable, Hashable {
         return covered(serial, other.serial) && covered(manufacturer, other.manufacturer)
             && covered(product, other.product) && covered(port, other.port)
     }
-}
-
-/// A problem in a manifest, with its place: printed as `file:line:column: reason`.
-public struct ManifestProblem: Error, Sendable, Hashable, CustomStringConvertible {
-    /// What kind of problem this is; stable, for programs and tests.
-    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
-        public var rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
-
-        /// The file could not be read (the caller reports it; the position is 1:1).
-        public static let unreadable = Code(rawValue: "unreadable")
-        /// Not valid JSON (with comments and trailing commas).
-        public static let syntax = Code(rawValue: "syntax")
-        /// A key the format does not have.
-        public static let unknownKey = Code(rawValue: "unknown-key")
-        /// A required key is missing.
-        public static let missingKey = Code(rawValue: "missing-key")
-        /// A key appears twice in one object.
-        public static let duplicateKey = Code(rawValue: "duplicate-key")
-        /// A value of the wrong JSON type.
-        public static let wrongType = Code(rawValue: "wrong-type")
-        /// A value of the right type that is not valid (a bad id, glob, name, hash...).
-        public static let invalidValue = Code(rawValue: "invalid-value")
-        /// A list or object that must not be empty is.
-        public static let empty = Code(rawValue: "empty")
-        /// A `version` this code does not read.
-        public static let unsupportedVersion = Code(rawValue: "unsupported-version")
-        /// Two entries have the same name (in one file or across files).
-        public static let duplicateName = Code(rawValue: "duplicate-name")
-        /// An entry that can never match because an earlier one matches everything it matches.
-        public static let unreachableEntry = Code(rawValue: "unreachable-entry")
-        /// Parts of one match that contradict each other (an address with kind usb).
-        public static let conflict = Code(rawValue: "conflict")
-    }
-
-    /// The kind of problem.
-    public var code: Code
-    /// The file's path.
-    public var file: String
-    /// The line, from 1.
-    public var line: Int
-    /// The column, from 1 (in characters).
-    public var column: Int
-    /// What is wrong, and when it helps, what to write instead; never contains a control character.
-    public var reason: String
-
-    public init(_ code: Code, file: String, position: SourcePosition, reason: String) {
-        self.code = code
-        self.file = file
-        self.line = position.line
-        self.column = position.column
-        self.reason = escapingControlCharacters(reason)  // One problem, one line, whatever the input.
-    }
-
-    /// A file that could not be read: reported at 1:1, so that every problem has the same shape.
-    public static func unreadable(file: String, reason: String) -> ManifestProblem {
-        ManifestProblem(.unreadable, file: file, position: .start, reason: "cannot read the file: \(reason)")
-    }
-
-    /// The position.
-    public var position: SourcePosition { SourcePosition(line: line, column: column) }
-
-    /// `file:line:column: reason`.
-    public var description: String { "\(file):\(line):\(column): \(reason)" }
-}
-
-/// Every problem ``Manifest/parse(files:)`` found: a collection of ``ManifestProblem``, in file order and then
-/// position order. Its description is one `file:line:column: reason` line per problem.
-public struct ManifestProblems: Error, Sendable, Hashable, RandomAccessCollection, CustomStringConvertible {
-    /// The problems.
-    public var problems: [ManifestProblem]
-
-    public init(_ problems: [ManifestProblem]) { self.problems = problems }
-
-    public var startIndex: Int { problems.startIndex }
-    public var endIndex: Int { problems.endIndex }
-    public subscript(position: Int) -> ManifestProblem { problems[position] }
-
-    /// One `file:line:column: reason` line per problem, each ending with a newline.
-    public var description: String { problems.map { "\($0)\n" }.joined() }
 }

@@ -1,5 +1,6 @@
 import AccmonJSON
 import AccmonProtocol
+
 /// A shell-style wildcard pattern, as `fnmatch(3)` with no flags: `*`, `?`, `[...]` and `\` escapes.
 ///
 /// - `*` matches any text, the empty text included; `?` matches one character.

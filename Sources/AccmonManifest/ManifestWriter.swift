@@ -1,5 +1,6 @@
 import AccmonJSON
 import AccmonProtocol
+
 extension Manifest {
     /// The manifest as text, in the canonical layout: two-space indents, keys in the documented order, one match
     /// property per line, empty optional parts left out.

@@ -156,7 +156,8 @@ public struct Accessory: Sendable, Hashable, CustomReflectable {
     /// else the port path (the same device in the same port), else the sysfs path; then the interface number.
     public var derivedAccessoryID: String {
         let (placeLabel, place) =
-            !serialNumber.isEmpty ? (":serial=", serialNumber)
+            !serialNumber.isEmpty
+            ? (":serial=", serialNumber)
             : !portPath.isEmpty ? (":port=", portPath) : !sysfsPath.isEmpty ? (":sysfs=", sysfsPath) : ("", "")
         return concatenated(
             kind.rawValue, ":", vendorID.isEmpty ? "-" : vendorID, ":", productID.isEmpty ? "-" : productID,

@@ -138,8 +138,10 @@ enum JSONTokenScanner {
 
     /// After `\u`, as ``EventLineWriter`` writes it: `00` and two lowercase hex digits naming a control character
     /// that has no short escape.
-    private static func writersControlCharacter(in bytes: UnsafeBufferPointer<UInt8>, at position: inout Int) -> UInt8? {
-        guard bytes.count - position >= 4, bytes[position] == UInt8(ascii: "0"), bytes[position + 1] == UInt8(ascii: "0"),
+    private static func writersControlCharacter(in bytes: UnsafeBufferPointer<UInt8>, at position: inout Int) -> UInt8?
+    {
+        guard bytes.count - position >= 4, bytes[position] == UInt8(ascii: "0"),
+            bytes[position + 1] == UInt8(ascii: "0"),
             let high = Hex.lowercaseValue(of: bytes[position + 2]),
             let low = Hex.lowercaseValue(of: bytes[position + 3])
         else { return nil }

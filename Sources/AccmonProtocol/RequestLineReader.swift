@@ -47,7 +47,9 @@ private struct PlainString: Equatable {
     /// Whether the bytes are `text`'s UTF-8.
     func equals(_ text: String) -> Bool {
         var text = text
-        return text.withUTF8 { $0.count == bytes.count && Self.memoryEquals($0.baseAddress, bytes.baseAddress, $0.count) }
+        return text.withUTF8 {
+            $0.count == bytes.count && Self.memoryEquals($0.baseAddress, bytes.baseAddress, $0.count)
+        }
     }
 
     static func == (lhs: PlainString, rhs: PlainString) -> Bool {

@@ -1,6 +1,6 @@
+import AccmonCrypto
 public import AccmonDevices
 import AccmonProtocol
-import AccmonCrypto
 public import AccmonSys
 import CUdev
 import Glibc

@@ -141,7 +141,8 @@ public final class Daemon: Sendable {
             }
         }
         logger.notice(
-            .started, "listening on \(brokerConfiguration.socketPath)"
+            .started,
+            "listening on \(brokerConfiguration.socketPath)"
                 + (configuration.inheritedListener == nil ? "" : " (socket from the service manager)"),
             ["sources": sources.map(\.name).joined(separator: ","), "version": AccmonVersion.current])
         do {
@@ -168,7 +169,8 @@ public final class Daemon: Sendable {
             throw DaemonError(description: "accmond: sd_watchdog_enabled: WATCHDOG_USEC: \(error)")
         }
         if let watchdog {
-            configuration.logger.info(.serviceManager, "watchdog: the service manager expects a ping every \(watchdog / 1000) ms")
+            configuration.logger.info(
+                .serviceManager, "watchdog: the service manager expects a ping every \(watchdog / 1000) ms")
         }
         do {
             return try ServiceNotifier(logger: configuration.logger, watchdogMicroseconds: watchdog) { [sink] in

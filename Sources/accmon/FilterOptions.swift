@@ -21,8 +21,8 @@ func parseFilterOption(
 func parseKind(_ text: String) throws(UsageError) -> AccessoryKind {
     guard let kind = AccessoryKind(rawValue: text) else {
         throw UsageError(
-            
-                "--kind: '\(text)' is not a kind (\(AccessoryKind.allCases.map(\.rawValue).joined(separator: ", ")))")
+
+            "--kind: '\(text)' is not a kind (\(AccessoryKind.allCases.map(\.rawValue).joined(separator: ", ")))")
     }
     return kind
 }

@@ -1,6 +1,5 @@
 import AccmonClient
 import AccmonManifest
-import AccmonOptions
 import AccmonSys
 import FoundationEssentials
 import Glibc

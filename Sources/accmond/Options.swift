@@ -54,7 +54,8 @@ func parseInvocation(_ arguments: [String]) throws(UsageError) -> Invocation {
         case "--restore-retention":
             configuration.restoreRetentionSeconds = try cursor.seconds(
                 for: argument, in: 0...Double.greatestFiniteMagnitude)
-        case "--max-preserved": configuration.maximumPreservedSessions = try cursor.integer(for: argument, in: 0...Int.max)
+        case "--max-preserved":
+            configuration.maximumPreservedSessions = try cursor.integer(for: argument, in: 0...Int.max)
         case "-h", "--help": return .help
         case "--version": return .version
         default:

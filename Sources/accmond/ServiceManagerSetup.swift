@@ -1,5 +1,5 @@
-import AccmonSys
 import AccmonLogging
+import AccmonSys
 import AccmonSystemd
 import AccmondKit
 import Glibc
@@ -38,7 +38,8 @@ func adoptServiceManager(_ configuration: inout DaemonConfiguration) {
     let path = ServiceManager.boundPath(of: descriptor) ?? "fd \(descriptor.rawValue)"
     if path != configuration.socketPath {
         configuration.logger.info(
-            .started, "socket activation: serving \(path) from the service manager instead of \(configuration.socketPath)")
+            .started,
+            "socket activation: serving \(path) from the service manager instead of \(configuration.socketPath)")
     }
     configuration.inheritedListener = InheritedListener(descriptor: descriptor, path: path)
 }

@@ -17,7 +17,8 @@ do throws(UsageError) {
         exit(0)
     }
 } catch {
-    try? FileDescriptor.standardError.writeAll(error.report(usage: usage, helpCommand: "accmond").utf8)  // try?: exiting
+    // try?: exiting anyway.
+    try? FileDescriptor.standardError.writeAll(error.report(usage: usage, helpCommand: "accmond").utf8)
     exit(64)
 }
 adoptServiceManager(&configuration)

@@ -1,8 +1,8 @@
+import AccmonProtocol
 import AccmonTestSupport
 import Testing
 
 @testable import AccmonDevices
-import AccmonProtocol
 
 /// The `usb_device` attributes taken from the device's properties instead of sysfs reads: the kernel's `PRODUCT` and
 /// `TYPE`, and udev's `ID_VENDOR_ENC`, `ID_MODEL_ENC` and `ID_SERIAL_SHORT` when they tell the text exactly.
@@ -159,7 +159,8 @@ struct DecodedUdevStringTests {
                 #expect(decodedUdevString(encoded) == text, "\(text.debugDescription) as \(encoded.debugDescription)")
             } else {
                 cut += 1
-                #expect(decodedUdevString(encoded) == nil, "\(text.debugDescription) cut to \(encoded.debugDescription)")
+                #expect(
+                    decodedUdevString(encoded) == nil, "\(text.debugDescription) cut to \(encoded.debugDescription)")
             }
         }
         #expect(cut > 50, "only \(cut) texts were too long for udev's buffer")
@@ -183,5 +184,7 @@ struct DecodedUdevStringTests {
 }
 
 extension String {
-    fileprivate func leftPadded(to count: Int) -> String { String(repeating: "0", count: max(0, count - self.count)) + self }
+    fileprivate func leftPadded(to count: Int) -> String {
+        String(repeating: "0", count: max(0, count - self.count)) + self
+    }
 }

@@ -1,8 +1,8 @@
+import AccmonProtocol
 import AccmonTestSupport
 import Testing
 
 @testable import AccmonDevices
-import AccmonProtocol
 
 /// The firmware revision is built byte by byte on every USB device's add; it must equal the plain form below.
 @Suite("Firmware revision from bcdDevice")
@@ -24,7 +24,9 @@ struct RevisionTests {
         for _ in 0..<5_000 {
             let text = String(
                 String.UnicodeScalarView(
-                    (0..<Int(random.next(below: 6))).map { _ in alphabet[Int(random.next(below: UInt64(alphabet.count)))] }
+                    (0..<Int(random.next(below: 6))).map { _ in
+                        alphabet[Int(random.next(below: UInt64(alphabet.count)))]
+                    }
                 ))
             #expect(DeviceClassifier.revision(text) == Self.referenceRevision(text), "\(text.debugDescription)")
         }

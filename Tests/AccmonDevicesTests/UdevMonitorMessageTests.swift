@@ -87,7 +87,8 @@ struct UdevMonitorMessageTests {
             for key in nearMisses where !key.isEmpty {
                 let text = String(decoding: key, as: UTF8.self)
                 let other = try Self.parse(Self.datagram(Self.required + ["\(text)=value"])).get()
-                let expected: UdevProperties = UdevProperty.allCases.first { $0.name == text }.map { [$0: "value"] } ?? [:]
+                let expected: UdevProperties =
+                    UdevProperty.allCases.first { $0.name == text }.map { [$0: "value"] } ?? [:]
                 #expect(other.properties == expected, "\(text)")
             }
         }
@@ -113,10 +114,22 @@ struct UdevMonitorMessageTests {
             (UdevMonitorMessageTests.required + ["ACTION="], "ACTION '' is not a udev action"),
             (UdevMonitorMessageTests.required + ["NOEQUALS"], "property 5 'NOEQUALS' has no '='"),
             (UdevMonitorMessageTests.required + [""], "property 5 '' has no '='"),
-            (UdevMonitorMessageTests.required + ["DEVPATH=devices/x"], "DEVPATH 'devices/x' is not an absolute path with a device name and no '..'"),
-            (UdevMonitorMessageTests.required + ["DEVPATH=/"], "DEVPATH '/' is not an absolute path with a device name and no '..'"),
-            (UdevMonitorMessageTests.required + ["DEVPATH="], "DEVPATH '' is not an absolute path with a device name and no '..'"),
-            (UdevMonitorMessageTests.required + ["DEVPATH=/devices/../x"], "DEVPATH '/devices/../x' is not an absolute path with a device name and no '..'"),
+            (
+                UdevMonitorMessageTests.required + ["DEVPATH=devices/x"],
+                "DEVPATH 'devices/x' is not an absolute path with a device name and no '..'"
+            ),
+            (
+                UdevMonitorMessageTests.required + ["DEVPATH=/"],
+                "DEVPATH '/' is not an absolute path with a device name and no '..'"
+            ),
+            (
+                UdevMonitorMessageTests.required + ["DEVPATH="],
+                "DEVPATH '' is not an absolute path with a device name and no '..'"
+            ),
+            (
+                UdevMonitorMessageTests.required + ["DEVPATH=/devices/../x"],
+                "DEVPATH '/devices/../x' is not an absolute path with a device name and no '..'"
+            ),
         ] as [([String], String)])
     func malformedPropertiesAreDropped(entries: [String], reason: String) {
         #expect(throws: UdevMessageRejection(reason)) { try Self.parse(Self.datagram(entries)).get() }
@@ -132,10 +145,16 @@ struct UdevMonitorMessageTests {
         #expect(reason(Array(good.prefix(39))) == "39 bytes is shorter than a message header")
         #expect(reason(Self.datagram(Self.required, magic: 0xfeed_cafd))?.hasPrefix("header magic 0xfeedcafd") == true)
         #expect(reason(Self.datagram(Self.required, prefix: "libUdev"))?.hasPrefix("not a udevd message") == true)
-        #expect(reason(Array("add@/devices/x".utf8) + [UInt8(0)] + good.dropFirst(40))?.hasPrefix("not a udevd message") == true)
-        #expect(reason(Self.datagram(Self.required, offset: 39)) == "properties offset 39 is outside the \(good.count)-byte message")
+        #expect(
+            reason(Array("add@/devices/x".utf8) + [UInt8(0)] + good.dropFirst(40))?.hasPrefix("not a udevd message")
+                == true)
+        #expect(
+            reason(Self.datagram(Self.required, offset: 39))
+                == "properties offset 39 is outside the \(good.count)-byte message")
         let beyond = UInt32(good.count - 31)
-        #expect(reason(Self.datagram(Self.required, offset: beyond)) == "properties offset \(beyond) is outside the \(good.count)-byte message")
+        #expect(
+            reason(Self.datagram(Self.required, offset: beyond))
+                == "properties offset \(beyond) is outside the \(good.count)-byte message")
         #expect(reason(Array(good.dropLast())) == "property 4 is not ended by a NUL")
         #expect(reason(good) == nil)
     }
@@ -145,7 +164,9 @@ struct UdevMonitorMessageTests {
         #expect(UdevMonitorMessage.senderProblem(groups: 1, portID: 0, uid: 0) == nil, "the kernel itself")
         #expect(UdevMonitorMessage.senderProblem(groups: 0, portID: 812, uid: 0)?.contains("unicast") == true)
         #expect(UdevMonitorMessage.senderProblem(groups: 1, portID: 812, uid: 0)?.contains("kernel's group") == true)
-        #expect(UdevMonitorMessage.senderProblem(groups: 2, portID: 812, uid: nil)?.contains("no sender credentials") == true)
+        #expect(
+            UdevMonitorMessage.senderProblem(groups: 2, portID: 812, uid: nil)?.contains("no sender credentials")
+                == true)
         #expect(UdevMonitorMessage.senderProblem(groups: 2, portID: 812, uid: 1000) == "sent by uid 1000, not root")
     }
 

@@ -70,7 +70,8 @@ struct AccountLookupTests {
         defer { accounts.open() }  // a failed expectation must not leave the loader thread blocked
 
         let socket = directory.file("accmond.sock")
-        #expect(await eventually { (try? await AccmonConnection.connect(socketPath: socket, clientName: "probe")) != nil })
+        #expect(
+            await eventually { (try? await AccmonConnection.connect(socketPath: socket, clientName: "probe")) != nil })
         let subscriber = try await AccmonConnection.connect(socketPath: socket, clientName: "subscriber")
         let subscription = try await subscriber.subscribe(AccessoryFilter())
 

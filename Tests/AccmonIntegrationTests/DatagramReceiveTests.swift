@@ -10,10 +10,12 @@ struct DatagramReceiveTests {
     /// A connected pair of Unix datagram sockets, the receiver non-blocking.
     static func pair(passCredentials: Bool) throws -> (sender: FileDescriptor, receiver: FileDescriptor) {
         var descriptors: [Int32] = [-1, -1]
-        try #require(socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &descriptors) == 0)
+        try #require(
+            socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &descriptors) == 0)
         if passCredentials {
             var on: Int32 = 1
-            try #require(setsockopt(descriptors[1], SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size)) == 0)
+            try #require(
+                setsockopt(descriptors[1], SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size)) == 0)
         }
         return (FileDescriptor(rawValue: descriptors[0]), FileDescriptor(rawValue: descriptors[1]))
     }

@@ -24,7 +24,8 @@ struct FlushOrderTests {
         let driver = bag.add(try await daemon.connect("driver"))
         for index in 0..<20 {
             _ = try await driver.simulateConnect(
-                Accessory(kind: .usb, name: String(repeating: "n", count: 2_000), serialNumber: "K\(index)",
+                Accessory(
+                    kind: .usb, name: String(repeating: "n", count: 2_000), serialNumber: "K\(index)",
                     vendorID: "1209", productID: "0002"))
         }
         let subscriber = EventLog(try await bag.add(try await daemon.connect("subscriber")).subscribe())
@@ -65,7 +66,8 @@ struct FlushOrderTests {
         for index in 0..<100 {
             let socket = try RawSocket(path: daemon.socketPath)
             try socket.send(
-                #"{"type":"hello","id":1,"versions":[1],"client":"s\#(index)"}"# + "\n" + #"{"type":"subscribe","id":2}"#
+                #"{"type":"hello","id":1,"versions":[1],"client":"s\#(index)"}"# + "\n"
+                    + #"{"type":"subscribe","id":2}"#
                     + "\n")
             _ = try #require(await socket.readLine(), "subscriber \(index): no hello reply")
             _ = try #require(await socket.readLine(), "subscriber \(index): no snapshot")
@@ -78,7 +80,8 @@ struct FlushOrderTests {
             try requester.send(Self.simulateRequest(id: round + 2, serial: "ORDER\(round)"))
             #expect(requester.blockUntilReadable(milliseconds: 5_000), "round \(round): no reply")
             let waiting = subscribers.filter { $0.takeAvailableLines().count != 1 }
-            #expect(waiting.count == 0, "round \(round): \(waiting.count) of 100 subscribers could not read the event yet")
+            #expect(
+                waiting.count == 0, "round \(round): \(waiting.count) of 100 subscribers could not read the event yet")
             let reply = try #require(await requester.readObject(), "round \(round): no reply")
             #expect(reply["type"] as? String == "ok", "round \(round): \(reply)")
             // What arrived late is read before the next round.

@@ -11,8 +11,10 @@ struct PersistedStateTests {
     static func randomState(_ random: inout SplitMix64) -> PersistedState {
         func below(_ bound: Int) -> Int { Int(random.next(below: UInt64(bound))) }
         func pick(_ values: [String]) -> String { values[below(values.count)] }
-        let texts = ["", "FT232R USB UART", "quote \" back\\slash", "/dev/serial/by-id/x", "tab\tnl\ncr\r\u{1}",
-                     "é€🎹", "\u{7F}del", String(repeating: "long ", count: 60)]
+        let texts = [
+            "", "FT232R USB UART", "quote \" back\\slash", "/dev/serial/by-id/x", "tab\tnl\ncr\r\u{1}",
+            "é€🎹", "\u{7F}del", String(repeating: "long ", count: 60),
+        ]
         func accessory() -> Accessory {
             Accessory(
                 kind: AccessoryKind.allCases[below(AccessoryKind.allCases.count)], accessoryID: pick(texts),
@@ -26,7 +28,8 @@ struct PersistedStateTests {
         func optional(_ values: [String]) -> String? { below(2) == 0 ? nil : pick(values) }
         let sessions = (0..<below(4)).map { _ in
             PersistedState.PreservedEntry(
-                uid: UInt32(random.next(below: 1 << 32)), gids: (0..<below(4)).map { _ in UInt32(random.next(below: 70_000)) },
+                uid: UInt32(random.next(below: 1 << 32)),
+                gids: (0..<below(4)).map { _ in UInt32(random.next(below: 70_000)) },
                 restoreID: pick(texts), clientName: pick(texts),
                 filter: AccessoryFilter(
                     kind: below(2) == 0 ? nil : AccessoryKind.allCases[below(AccessoryKind.allCases.count)],
@@ -42,7 +45,8 @@ struct PersistedStateTests {
         }
         return PersistedState(
             sequenceCeiling: random.next(), connectionCeiling: random.next(),
-            connected: (0..<below(4)).map { _ in PersistedState.ConnectedEntry(key: pick(texts), accessory: accessory()) },
+            connected: (0..<below(4)).map { _ in PersistedState.ConnectedEntry(key: pick(texts), accessory: accessory())
+            },
             sessions: sessions)
     }
 

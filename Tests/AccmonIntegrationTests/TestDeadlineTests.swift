@@ -10,7 +10,8 @@ struct TestDeadlineTests {
 
     @Test func aRunPastItsDeadlineIsStoppedAndItsUnfinishedTestsNamed() async throws {
         let directory = try TemporaryDirectory()
-        let lines = "echo '◇ Test run started.'; echo '◇ Test done() started.'; "
+        let lines =
+            "echo '◇ Test run started.'; echo '◇ Test done() started.'; "
             + "echo '✔ Test done() passed after 0.001 seconds.'; echo '◇ Test stuck() started.'; exec sleep 30"
         let run = try ChildProcess(
             URL(fileURLWithPath: "/bin/bash"), [Self.script.path, "2", "/bin/bash", "-c", lines], name: "deadline",

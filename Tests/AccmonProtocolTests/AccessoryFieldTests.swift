@@ -64,7 +64,8 @@ struct AccessoryFieldTests {
         var simulated = accessory
         simulated.vendorID = "1209"
         simulated.productID = "0001"
-        let request = Array(#"{"type":"simulate","action":"connect","accessory":"#.utf8)
+        let request =
+            Array(#"{"type":"simulate","action":"connect","accessory":"#.utf8)
             + Array(try encoder.encode(simulated)) + Array("}".utf8)
         let fast = try #require(request.withUnsafeBufferPointer { RequestLineReader.message($0) })
         #expect(fast == (try codec.decodeClientMessageWithJSONDecoder(request).get()))

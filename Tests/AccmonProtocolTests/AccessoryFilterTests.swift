@@ -1,5 +1,5 @@
-import AccmonTestSupport
 import AccmonProtocol
+import AccmonTestSupport
 import Testing
 
 private let ftdi = Fixtures.fullAccessory  // serial, 0403:6001, com.ftdi.uart and org.accmon.serial

@@ -1,5 +1,5 @@
-import AccmonTestSupport
 import AccmonProtocol
+import AccmonTestSupport
 import Testing
 
 /// The wire name of a request case; the exhaustive switch makes a new case fail to compile until it is covered here.

@@ -3,7 +3,7 @@ import Testing
 
 @testable import AccmonProtocol
 
-/// The hand-written `ok` and `error` lines must be byte for byte what JSONEncoder writes.
+/// The hand-written `ok` lines must be byte for byte what JSONEncoder writes (errors are written by JSONEncoder).
 @Suite struct ReplyLineWriterTests {
     static let connectionIDs: [ConnectionID?] = [nil, ConnectionID(0), ConnectionID(9), ConnectionID(UInt64.max)]
 

@@ -174,17 +174,23 @@ struct MonitorMessageAgreementTests {
         }()
         var entries: [[UInt8]] = [
             Array("ACTION=\(pick(Array(UdevMonitorMessage.actions)))".utf8), Array("DEVPATH=".utf8) + devpath,
-            Array("SUBSYSTEM=\(pick(["usb", "tty", "input", "hid", "block", ""]))".utf8), Array("SEQNUM=".utf8) + sequence,
+            Array("SUBSYSTEM=\(pick(["usb", "tty", "input", "hid", "block", ""]))".utf8),
+            Array("SEQNUM=".utf8) + sequence,
         ]
         if chance(60) { entries.append(Array("DEVTYPE=".utf8) + pick([Array("usb_device".utf8), [], value()])) }
         if chance(60) {
-            entries.append(Array("DEVNAME=".utf8) + pick([Array("/dev/bus/usb/001/002".utf8), Array("ttyUSB0".utf8), []]))
+            entries.append(
+                Array("DEVNAME=".utf8) + pick([Array("/dev/bus/usb/001/002".utf8), Array("ttyUSB0".utf8), []]))
         }
         for _ in 0..<Int(random.next(below: 12)) {
-            let key = chance(70) ? pick(keys) : String(decoding: word("ABCDEFGHIJKLMNOPQRSTUVWXYZ_", 0...12), as: UTF8.self)
+            let key =
+                chance(70) ? pick(keys) : String(decoding: word("ABCDEFGHIJKLMNOPQRSTUVWXYZ_", 0...12), as: UTF8.self)
             if key == "DEVLINKS" {
                 // udevd's form: distinct links, one space between them.
-                let links = Set((0..<(1 + Int(random.next(below: 3)))).map { _ in "/dev/" + String(decoding: word("abc/-", 1...12), as: UTF8.self) })
+                let links = Set(
+                    (0..<(1 + Int(random.next(below: 3)))).map { _ in
+                        "/dev/" + String(decoding: word("abc/-", 1...12), as: UTF8.self)
+                    })
                 entries.append(Array("DEVLINKS=\(links.joined(separator: " "))".utf8))
             } else {
                 entries.append(Array(key.utf8) + [UInt8(ascii: "=")] + value())
@@ -197,7 +203,9 @@ struct MonitorMessageAgreementTests {
             switch random.next(below: 9) {
             case 0: entries.remove(at: Int(random.next(below: 4)))  // may drop a required field (or a repeat of one)
             case 1: entries.append(Array("ACTION=\(pick(["ADD", "plug", "", "add now"]))".utf8))
-            case 2: entries.append(Array("SEQNUM=\(pick(["0", "", "5 ", "-1", "0x", "08", "18446744073709551616", "1e3"]))".utf8))
+            case 2:
+                entries.append(
+                    Array("SEQNUM=\(pick(["0", "", "5 ", "-1", "0x", "08", "18446744073709551616", "1e3"]))".utf8))
             case 3: entries.append(word("ABC_", 1...8))  // no '='
             case 4: entries.append(Array("KEY\nX=1".utf8))  // cut at the line break: no '='
             case 5: entries.append(Array("DEVPATH=\(pick(["", "/", "devices/x", "//", "/."]))".utf8))
@@ -230,7 +238,9 @@ struct MonitorMessageAgreementTests {
             let parent: [UInt8] = ["ACTION=add", "DEVPATH=/devices/a/../b", "SUBSYSTEM=usb", "SEQNUM=9"]
                 .flatMap { entry -> [UInt8] in Array(entry.utf8) + [0] }
             var datagram = header + parent
-            datagram.withUnsafeMutableBytes { $0.storeBytes(of: UInt32(parent.count), toByteOffset: 20, as: UInt32.self) }
+            datagram.withUnsafeMutableBytes {
+                $0.storeBytes(of: UInt32(parent.count), toByteOffset: 20, as: UInt32.self)
+            }
             return (datagram, .parentComponent)
         }
         return (header + block, kind)

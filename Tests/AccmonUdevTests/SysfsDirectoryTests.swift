@@ -1,6 +1,6 @@
+import AccmonCrypto
 import AccmonDevices
 import AccmonProtocol
-import AccmonCrypto
 import AccmonTestSupport
 import Foundation
 import Testing

@@ -1,8 +1,9 @@
-@testable import AccmondKit
 import AccmonDevices
 import AccmonProtocol
 import AccmonTestSupport
 import Testing
+
+@testable import AccmondKit
 
 @Suite struct CoalescingQueueTests {
     func event(

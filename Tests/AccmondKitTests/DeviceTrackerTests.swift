@@ -1,8 +1,8 @@
+import AccmonProtocol
 import Testing
 
-@testable import AccmondKit
 @testable import AccmonDevices
-import AccmonProtocol
+@testable import AccmondKit
 
 /// Records shaped like what libudev reports for an FTDI adapter, a hub and a Bluetooth keyboard.
 enum Devices {
@@ -89,11 +89,15 @@ enum Devices {
         #expect(accessory.name == "Magic Keyboard" && accessory.serialNumber == "28:37:37:1a:2b:3c")
     }
 
-    @Test(arguments: [
-        ("usb1", [.bDeviceClass: "09"], "a root hub"),
-        ("1-1", [.bDeviceClass: "09", .idVendor: "05e3", .idProduct: "0608"], "a hub"),
-        ("1-4", [.idVendor: "8087", .idProduct: "0026", .removable: "fixed"], "an internal (non-removable) device"),
-    ] as [(String, SysfsAttributes, String)])
+    @Test(
+        arguments: [
+            ("usb1", [.bDeviceClass: "09"], "a root hub"),
+            ("1-1", [.bDeviceClass: "09", .idVendor: "05e3", .idProduct: "0608"], "a hub"),
+            (
+                "1-4", [.idVendor: "8087", .idProduct: "0026", .removable: "fixed"],
+                "an internal (non-removable) device"
+            ),
+        ] as [(String, SysfsAttributes, String)])
     func ignoresHubsAndInternalDevices(sysname: String, attributes: SysfsAttributes, reason: String) {
         let record = DeviceRecord(
             action: "add", syspath: "/sys/devices/usb1/\(sysname)", subsystem: "usb", devtype: "usb_device",

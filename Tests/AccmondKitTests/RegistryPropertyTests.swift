@@ -1,8 +1,9 @@
-@testable import AccmondKit
 import AccmonDevices
 import AccmonProtocol
 import AccmonTestSupport
 import Testing
+
+@testable import AccmondKit
 
 /// One step of a random source history.
 private enum Operation: CustomStringConvertible {

@@ -1,7 +1,8 @@
-@testable import AccmondKit
 import AccmonDevices
 import AccmonProtocol
 import Testing
+
+@testable import AccmondKit
 
 private func device(_ serial: String, kind: AccessoryKind = .usb, name: String = "") -> Accessory {
     Accessory(kind: kind, name: name, serialNumber: serial, vendorID: "1234", productID: "abcd")

@@ -78,7 +78,9 @@ extension BrokerLoop {
                 state.sessions.close(session, reason: "write: \(error)")
                 return
             }
-            if session.refillFromQueue() { logger.debug(.clientSession, "client caught up: live again", session.metadata) }
+            if session.refillFromQueue() {
+                logger.debug(.clientSession, "client caught up: live again", session.metadata)
+            }
             requests.handlePendingLines(of: session)
             guard !session.isClosing else { return }
             if session.isFinished {

@@ -51,7 +51,8 @@ final class Publisher {
     private func publish(_ event: AccessoryEvent) {
         let logger = state.logger
         logger.debug(
-            event.change == .connect ? .accessoryConnected : .accessoryDisconnected, "\(event.change.rawValue) \(event.accessory.kind.rawValue) \(event.accessory.usbID)",
+            event.change == .connect ? .accessoryConnected : .accessoryDisconnected,
+            "\(event.change.rawValue) \(event.accessory.kind.rawValue) \(event.accessory.usbID)",
             metadata(for: event.accessory).merging(["seq": String(event.sequence)]) { $1 })
         let verdict: Authentication
         switch event.change {

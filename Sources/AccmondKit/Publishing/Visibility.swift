@@ -14,7 +14,8 @@ extension Publisher {
         guard problems.isEmpty else {
             for problem in problems { logger.error(.manifestRefused, "manifest: \(problem)") }
             logger.error(
-                .manifestRefused, initial
+                .manifestRefused,
+                initial
                     ? "manifest: not loaded; every accessory is rejected until a reload succeeds"
                     : "manifest: reload refused; the previous manifest stays in force")
             return problems
@@ -39,7 +40,8 @@ extension Publisher {
             let after = state.authorizer.verdict(accessory.connectionID) ?? before
             guard before != after || oldAccounts != accounts else { continue }
             if before != after, let reason = after.rejection {
-                state.logger.notice(.accessoryRejected, "accessory rejected after reload: \(reason)", metadata(for: accessory))
+                state.logger.notice(
+                    .accessoryRejected, "accessory rejected after reload: \(reason)", metadata(for: accessory))
             }
             var lost: [Session] = []
             var gained: [Session] = []

@@ -29,7 +29,8 @@ extension RequestHandler {
             guard let uid = session.peer?.uid else {
                 reply(
                     to: session, id: id,
-                    ProtocolError(.invalidField, "hello: restoreID: the daemon could not read this client's credentials"))
+                    ProtocolError(
+                        .invalidField, "hello: restoreID: the daemon could not read this client's credentials"))
                 return
             }
             let key = RestoreKey(uid: uid, restoreID: restoreID)
@@ -37,7 +38,8 @@ extension RequestHandler {
                 reply(
                     to: session, id: id,
                     ProtocolError(
-                        .restoreIDInUse, "hello: restoreID: '\(restoreID)' is in use by another connection of this user"))
+                        .restoreIDInUse, "hello: restoreID: '\(restoreID)' is in use by another connection of this user"
+                    ))
                 return
             }
             // Its previous connection hung up in this loop turn and would be kept only at the turn's end: kept now,

@@ -146,13 +146,15 @@ final class ServiceNotifier: Sendable {
     func finish() {
         stopRequested.signal()
         guard var poller = try? Poller(capacity: 1) else { return }  // try?: without a poller, do not wait
-        guard (try? poller.add(helperStopped.descriptor, interest: .readable, token: 0)) != nil else { return }  // try?: same
+        // try?: as for the poller.
+        guard (try? poller.add(helperStopped.descriptor, interest: .readable, token: 0)) != nil else { return }
         let deadline = monotonicNanoseconds() + UInt64(Self.finishTimeoutMilliseconds) * 1_000_000
         while monotonicNanoseconds() < deadline {
             let left = Int32((deadline - monotonicNanoseconds()) / 1_000_000) + 1
             if let ready = try? poller.wait(timeoutMilliseconds: left), !ready.isEmpty { return }  // try?: EINTR: again
         }
-        logger.warning(.serviceManager, "sd_notify: the service manager does not take notifications; exiting without waiting")
+        logger.warning(
+            .serviceManager, "sd_notify: the service manager does not take notifications; exiting without waiting")
     }
 
     // MARK: The loop thread
@@ -202,7 +204,8 @@ final class ServiceNotifier: Sendable {
             try poller.add(stopRequested.descriptor, interest: .readable, token: 1)
             runHelper(&poller)
         } catch {
-            logger.error(.serviceManager, "sd_notify: helper thread: epoll: \(error); no READY=1, STATUS= or WATCHDOG=1")
+            logger.error(
+                .serviceManager, "sd_notify: helper thread: epoll: \(error); no READY=1, STATUS= or WATCHDOG=1")
         }
     }
 
@@ -231,7 +234,8 @@ final class ServiceNotifier: Sendable {
             if let period = pingPeriod, let due = state.nextPing, monotonicNanoseconds() >= due {
                 if pingRequested.load(ordering: .acquiring) {  // the last request is still unanswered
                     logger.warning(
-                        .serviceManager, "watchdog: the broker loop did not turn for \(period / 1_000_000) ms; no WATCHDOG=1 until it"
+                        .serviceManager,
+                        "watchdog: the broker loop did not turn for \(period / 1_000_000) ms; no WATCHDOG=1 until it"
                             + " does")
                 }
                 pingRequested.store(true, ordering: .releasing)

@@ -1,4 +1,5 @@
 import AccmonProtocol
+
 /// The events waiting for a suspended client, coalesced so that their number stays bounded however long the storm.
 ///
 /// Pure logic; every rule is here. The client is assumed to have seen everything delivered before the queue began.

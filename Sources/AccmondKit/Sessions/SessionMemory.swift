@@ -1,4 +1,5 @@
 import AccmonProtocol
+
 /// What the daemon remembers of a client session that registered a restore identifier, so that it can hand the
 /// session back after the client or the daemon restarts. Pure.
 ///

@@ -132,7 +132,8 @@ public final class UdevEventSource: LoopDrivenEventSource {
             }
         } catch {
             logger.error(
-                .udevFailure, "udev: cannot reopen the monitor: \(error); retrying in \(Self.reopenDelayMilliseconds / 1000) s")
+                .udevFailure,
+                "udev: cannot reopen the monitor: \(error); retrying in \(Self.reopenDelayMilliseconds / 1000) s")
             state.reopenTimer.arm(milliseconds: Self.reopenDelayMilliseconds)
             return []
         }

@@ -123,7 +123,8 @@ final class Persistence {
         for key in state.preserved.expire(now: monotonicNanoseconds()) {
             markDirty()
             state.logger.notice(
-                .preservedSession, "preserved session expired after \(Int(state.configuration.restoreRetentionSeconds)) s",
+                .preservedSession,
+                "preserved session expired after \(Int(state.configuration.restoreRetentionSeconds)) s",
                 ["restore.id": key.restoreID, "client.uid": String(key.uid)])
         }
     }

@@ -1,4 +1,5 @@
 import AccmonProtocol
+
 /// The daemon's truth: which accessories are connected now, their connection ids, and the global sequence number.
 ///
 /// Pure logic. Event sources name each device by a source key (a sysfs path for udev); the registry turns source

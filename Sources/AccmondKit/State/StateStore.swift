@@ -53,7 +53,8 @@ final class StateStore: Sendable {
             return state
         } catch {
             let aside = (try? AtomicFile.moveAside(path)) ?? "(could not move it aside)"  // try?: the message says so
-            logger.error(.state, "state: '\(path)': unreadable (\(Self.reason(error))); moved to '\(aside)', starting fresh")
+            logger.error(
+                .state, "state: '\(path)': unreadable (\(Self.reason(error))); moved to '\(aside)', starting fresh")
             return nil
         }
     }

@@ -13,7 +13,9 @@ struct ReferenceScript {
         try UdevEnvironment.check()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/umockdev-wrapper")
-        process.arguments = ["/usr/bin/python3", Locations.repository.appendingPathComponent("Tests/umockdev/\(name)").path]
+        process.arguments = [
+            "/usr/bin/python3", Locations.repository.appendingPathComponent("Tests/umockdev/\(name)").path,
+        ]
         let input = Pipe()
         let output = Pipe()
         let errors = Pipe()

@@ -1,0 +1,149 @@
+import AccmonClient
+import AccmonManifest
+import AccmonOptions
+import Glibc
+import Synchronization
+
+struct ListCommand: Command {
+    static let name = "list"
+    static let abstract = "List the accessories connected now."
+    static let usage = """
+        Usage: accmon list [--json] [--all] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME] [--socket PATH]
+
+        \(abstract)
+
+        Options:
+          --json             print {"version":1,"seq":N,"accessories":[...]} with sorted keys (with --all, also
+                             "rejected": {connection id: reason})
+          --all              also accessories the manifest rejected (root and the manifest's admins only)
+        \(filterOptionsHelp)
+        \(CommonOptions.help)
+
+        """
+
+    var selection: SelectionOptions
+    var common: CommonOptions { selection.common }
+    var json: Bool { selection.json }
+    var all: Bool { selection.all }
+    var filter: AccessoryFilter { selection.filter }
+
+    init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
+        selection = SelectionOptions(common: CommonOptions(socket: socket))
+        while let option = try arguments.next() {
+            if try !selection.parse(option, &arguments) { throw UsageError("unknown option '\(option)'") }
+        }
+    }
+
+    struct Output: Encodable {
+        var version = jsonOutputVersion
+        var seq: UInt64
+        var accessories: [Accessory]
+        var rejected: [String: String]?
+    }
+
+    func run() async throws(AccmonError) {
+        let connection = try await common.connect()
+        let snapshot = try await connection.list(filter, includeRejected: all)
+        connection.close()
+        if json {
+            let rejected = Dictionary(uniqueKeysWithValues: snapshot.rejected.map { ($0.key.description, $0.value) })
+            writeOut(
+                jsonLine(
+                    Output(
+                        seq: snapshot.sequence, accessories: snapshot.accessories,
+                        rejected: all ? rejected : nil)))
+            return
+        }
+        let rows = snapshot.accessories.map { accessory in
+            [
+                accessory.connectionID.description, accessory.kind.rawValue, accessory.usbID,
+                quotedIfNeeded(accessory.name), quotedIfNeeded(accessory.serialNumber),
+                accessory.deviceNodes.joined(separator: ","),
+            ] + (all ? [snapshot.rejected[accessory.connectionID].map { "rejected: \($0)" } ?? "allowed"] : [])
+        }
+        writeOut(table(["CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"] + (all ? ["MANIFEST"] : []), rows))
+    }
+}
+
+struct StatusCommand: Command {
+    static let name = "status"
+    static let abstract = "Show the daemon's version, uptime, accessories and sessions."
+    static let usage = """
+        Usage: accmon status [--json] [--socket PATH]
+
+        \(abstract)
+
+        Options:
+          --json             print the status as one JSON object with sorted keys
+        \(CommonOptions.help)
+
+        """
+
+    var common: CommonOptions
+    var json = false
+
+    init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
+        common = CommonOptions(socket: socket)
+        while let option = try arguments.next() {
+            if option == "--json" {
+                json = true
+            } else if try !common.parse(option, &arguments) {
+                throw UsageError("unknown option '\(option)'")
+            }
+        }
+    }
+
+    struct Output: Encodable {
+        var version = jsonOutputVersion
+        var socket: String
+        var status: DaemonStatus
+    }
+
+    func run() async throws(AccmonError) {
+        let connection = try await common.connect()
+        let status = try await connection.status()
+        connection.close()
+        if json {
+            writeOut(jsonLine(Output(socket: connection.socketPath, status: status)))
+            return
+        }
+        writeOut(
+            """
+            accmond \(status.daemonVersion) on \(connection.socketPath) (protocol \(status.protocolVersion))
+            uptime:       \(Int(status.uptimeSeconds)) s
+            accessories:  \(status.connectedAccessories) connected
+            sessions:     \(status.sessions)
+            sequence:     \(status.sequence)
+            simulation:   \(status.simulate ? "on" : "off")
+
+            """)
+        if let manifest = status.manifest {
+            let files = manifest.files.isEmpty ? "no file" : manifest.files.joined(separator: ", ")
+            writeOut(
+                "manifest:     \(manifest.entries) entries from \(files); "
+                    + "\(manifest.rejectedAccessories) connected accessories rejected\n")
+            if !manifest.lastFailure.isEmpty {
+                writeOut("              the last load failed; the manifest above stays in force:\n")
+                for problem in manifest.lastFailure { writeOut("                \(problem)\n") }
+            }
+        }
+        let rows = status.clients.map { client in
+            [
+                client.sessionID, quotedIfNeeded(client.clientName.isEmpty ? "-" : client.clientName),
+                client.pid == 0 ? "-" : String(client.pid), String(client.uid),
+                stateLabel(client),
+                String(client.queuedEvents), String(client.outboundBytes), "\(Int(client.idleSeconds)) s",
+            ]
+        }
+        writeOut("\n" + table(["SESSION", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows))
+    }
+}
+
+/// `live`, `idle` (not subscribed), `suspended (requested|not-reading)` or `preserved`.
+func stateLabel(_ client: SessionStatus) -> String {
+    switch client.state {
+    case .live: client.subscribed ? "live" : "idle"
+    case .suspended: "suspended (\(client.suspendedBecause))"
+    case .preserved: "preserved"
+    }
+}
