@@ -56,7 +56,7 @@ private func udevName(encoded: String?, plain: String?) -> String? {
                 guard plainCount == plain.count, (0..<plainCount).allSatisfy({ plainForm[$0] == plain[$0] }) else {
                     return nil
                 }
-                // ASCII, the usual name, needs no validation (the standard library's costs ~950 instructions).
+                // ASCII, the usual name, needs no validation (the standard library's validation is the dearer path).
                 return text.allSatisfy { $0 < 0x80 }
                     ? String(decoding: text, as: UTF8.self) : String(validating: text, as: UTF8.self)
             }

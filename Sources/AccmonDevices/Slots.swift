@@ -17,7 +17,7 @@ public struct Slots<Key: SlotKey>: Sendable, Hashable, ExpressibleByDictionaryLi
     @inlinable public init() {}
 
     /// The given values. (Inlinable, as the subscript: `[:]` is on every udev event's path, and an unspecialized
-    /// generic call from another module cost some 500 instructions.)
+    /// generic call across modules is several times dearer.)
     @inlinable public init(dictionaryLiteral elements: (Key, String)...) {
         for (key, value) in elements { self[key] = value }
     }

@@ -221,7 +221,7 @@ public struct Accessory: Sendable, Hashable, CustomReflectable {
 }
 
 /// `parts` one after the other, copied into one new string: it is made once per accessory classified, where
-/// interpolation or `String.append` cost several times as much (callgrind: about 300 instructions per join).
+/// interpolation or `String.append` cost several times as much.
 func concatenated(_ parts: String...) -> String {
     String(unsafeUninitializedCapacity: parts.reduce(0) { $0 + $1.utf8.count }) { buffer in
         var count = 0

@@ -82,7 +82,7 @@ public struct AccessoryFilter: Codable, Sendable, Hashable {
     }
 
     /// Whether `text` is already four lowercase hex digits. Tested on its contiguous bytes: iterating the string's
-    /// UTF-8 view cost some 200 instructions, and every simulated accessory asks twice.
+    /// UTF-8 view is several times dearer, and every simulated accessory asks twice.
     static func isNormalizedHexID(_ text: String) -> Bool {
         let utf8 = text.utf8
         guard utf8.count == 4 else { return false }
