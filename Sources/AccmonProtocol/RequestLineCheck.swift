@@ -215,7 +215,8 @@ extension ProtocolCodec {
         let idIsBad = check.nonIntegerNumbers.contains("id")
         if let (path, key) = check.duplicateKey {
             // The id is worth echoing when it is sound: neither the key sent twice nor a number written otherwise.
-            let id = path == "id" || idIsBad ? nil : (try? decoder.decode(Envelope.self, from: data))?.id  // try?: no id
+            // try?: an envelope that does not decode has no id to echo.
+            let id = path == "id" || idIsBad ? nil : (try? decoder.decode(Envelope.self, from: data))?.id
             return ClientDecodingFailure(
                 id: id, error: ProtocolError(.invalidField, "message: \(path): duplicate key '\(key)'"))
         }
@@ -223,6 +224,7 @@ extension ProtocolCodec {
         return ClientDecodingFailure(
             id: nil,
             error: ProtocolError(
-                .invalidField, "message: id: expected a string or an integer, written without a fraction or an exponent"))
+                .invalidField, "message: id: expected a string or an integer, written without a fraction or an exponent"
+            ))
     }
 }

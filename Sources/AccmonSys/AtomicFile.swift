@@ -115,7 +115,9 @@ public enum AtomicFile {
         } catch {
             throw FileError(operation: "fstat", path: path, errno: error)
         }
-        guard status.kind == .regular else { throw FileError(path: path, reason: "not a regular file (\(status.kind))") }
+        guard status.kind == .regular else {
+            throw FileError(path: path, reason: "not a regular file (\(status.kind))")
+        }
         let tooLarge = FileError(path: path, reason: "larger than \(Self.describe(bytes: limit))")
         guard status.size <= limit else { throw tooLarge }
         let bytes: [UInt8]?

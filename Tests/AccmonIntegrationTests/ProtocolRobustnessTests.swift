@@ -41,9 +41,12 @@ struct ProtocolRobustnessTests {
         BadLine(
             label: "duplicate key", bytes: Array(#"{"type":"status","id":10,"type":"reload"}"#.utf8),
             code: "invalid-field", id: 10),
-        BadLine(label: "id with an exponent", bytes: Array(#"{"type":"status","id":1e-999999}"#.utf8), code: "invalid-field"),
         BadLine(
-            label: "seq with a fraction", bytes: Array(#"{"type":"ack","id":11,"seq":1.0}"#.utf8), code: "invalid-field",
+            label: "id with an exponent", bytes: Array(#"{"type":"status","id":1e-999999}"#.utf8), code: "invalid-field"
+        ),
+        BadLine(
+            label: "seq with a fraction", bytes: Array(#"{"type":"ack","id":11,"seq":1.0}"#.utf8),
+            code: "invalid-field",
             id: 11),
         BadLine(
             label: "over-long line",

@@ -38,7 +38,8 @@ struct StartUpSignalTests {
 
         daemon.process.send(signal)
         let termination = await daemon.process.waitForExit(timeout: .seconds(5))
-        #expect(termination == .exited(0), "accmond: \(termination.map(\.description) ?? "still running"): \(daemon.log)")
+        #expect(
+            termination == .exited(0), "accmond: \(termination.map(\.description) ?? "still running"): \(daemon.log)")
         #expect(!daemon.socketFileExists, "accmond left its socket file \(daemon.socketPath) behind")
         let name = signal == SIGTERM ? "SIGTERM" : "SIGINT"
         #expect(daemon.log.contains("received \(name) during start-up"), "log: \(daemon.log)")

@@ -22,7 +22,8 @@ struct StateDirectoryTests {
     /// Waits for accmond to refuse to start: exit 1, the reason logged, no socket file left.
     static func expectRefusal(_ daemon: StartedDaemon, saying reason: String) async {
         let termination = await daemon.process.waitForExit(timeout: .seconds(10))
-        #expect(termination == .exited(1), "accmond: \(termination.map(\.description) ?? "still running"): \(daemon.log)")
+        #expect(
+            termination == .exited(1), "accmond: \(termination.map(\.description) ?? "still running"): \(daemon.log)")
         #expect(daemon.log.contains(reason), "log: \(daemon.log)")
         #expect(!daemon.socketFileExists, "the socket file was left behind")
     }
@@ -61,14 +62,16 @@ struct StateDirectoryTests {
         try makeDirectory(state, mode: mode)
         if mode & 0o002 != 0 {
             let plant = try await run(
-                URL(fileURLWithPath: asNobody[0]), Array(asNobody.dropFirst()) + ["/bin/ln", "-s", victim, "\(state)/state.json.tmp"],
+                URL(fileURLWithPath: asNobody[0]),
+                Array(asNobody.dropFirst()) + ["/bin/ln", "-s", victim, "\(state)/state.json.tmp"],
                 in: root)
             try #require(plant.termination == .exited(0), "nobody could not plant the link: \(plant)")
         }
         let daemon = try StartedDaemon(in: root, stateDirectory: state)
         let octal = String(mode, radix: 8)
         await Self.expectRefusal(
-            daemon, saying: "'\(state)': writable by others than its owner (mode \(octal.count < 4 ? "0" : "")\(octal))")
+            daemon, saying: "'\(state)': writable by others than its owner (mode \(octal.count < 4 ? "0" : "")\(octal))"
+        )
         #expect(try String(contentsOfFile: victim, encoding: .utf8) == Self.precious, "written through the link")
     }
 
@@ -100,7 +103,8 @@ struct StateDirectoryTests {
         try makeDirectory(state, mode: 0o700)
         try #require(chown(state, 65534, 65534) == 0)
         let daemon = try StartedDaemon(in: root, stateDirectory: state)
-        await Self.expectRefusal(daemon, saying: "'\(state)': owned by uid 65534, neither accmond's user (uid 0) nor root")
+        await Self.expectRefusal(
+            daemon, saying: "'\(state)': owned by uid 65534, neither accmond's user (uid 0) nor root")
     }
 
     /// accmond running as `nobody` with a state directory of root's (0755: safe, but not writable by nobody) refuses

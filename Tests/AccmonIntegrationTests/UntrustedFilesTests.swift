@@ -41,7 +41,8 @@ struct UntrustedFilesTests {
         }
         let daemon = try StartedDaemon(in: root, stateDirectory: state)
         let termination = await daemon.process.waitForExit(timeout: .seconds(10))
-        #expect(termination == .exited(1), "accmond: \(termination.map(\.description) ?? "still running"): \(daemon.log)")
+        #expect(
+            termination == .exited(1), "accmond: \(termination.map(\.description) ?? "still running"): \(daemon.log)")
         #expect(daemon.log.contains("'\(file)': not a regular file (\(kind))"), "log: \(daemon.log)")
         #expect(!daemon.socketFileExists, "the socket file was left behind")
     }

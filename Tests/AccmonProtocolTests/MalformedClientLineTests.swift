@@ -123,12 +123,15 @@ private let malformedLines: [MalformedLine] = [
         .invalidField, "message: x.[0].a.b: ", id: .number(3)),
 
     // Syntax JSONDecoder alone let through in a member it does not read.
-    MalformedLine("trailing comma in an unread array", #"{"type":"status","x":[1,]}"#, .malformedJSON, "message: line: "),
+    MalformedLine(
+        "trailing comma in an unread array", #"{"type":"status","x":[1,]}"#, .malformedJSON, "message: line: "),
     MalformedLine("leading zero in an unread number", #"{"type":"status","x":01}"#, .malformedJSON, "message: line: "),
-    MalformedLine("unknown escape in an unread string", #"{"type":"status","x":"\q"}"#, .malformedJSON, "message: line: "),
+    MalformedLine(
+        "unknown escape in an unread string", #"{"type":"status","x":"\q"}"#, .malformedJSON, "message: line: "),
 
     // Integer fields written with a fraction or an exponent.
-    MalformedLine("ack seq an exponent", #"{"type":"ack","seq":1e2,"id":3}"#, .invalidField, "ack: seq: ", id: .number(3)),
+    MalformedLine(
+        "ack seq an exponent", #"{"type":"ack","seq":1e2,"id":3}"#, .invalidField, "ack: seq: ", id: .number(3)),
     MalformedLine(
         "hello version a zero fraction", #"{"type":"hello","versions":[1.0],"id":1}"#,
         .invalidField, "hello: versions.[0]: ", id: .number(1)),

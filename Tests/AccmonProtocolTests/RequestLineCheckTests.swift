@@ -13,7 +13,9 @@ import Testing
     }
 
     /// Every object in `value` with its path as error messages write it ("" for the request object).
-    static func objects(in value: WireForm.Value, at path: [RequestLineCheck.Component] = [])
+    static func objects(
+        in value: WireForm.Value, at path: [RequestLineCheck.Component] = []
+    )
         -> [(path: [RequestLineCheck.Component], members: [(String, WireForm.Value)])]
     {
         switch value {
@@ -34,7 +36,8 @@ import Testing
         guard let first = path.first else { return .object(members) }
         switch (value, first) {
         case (.object(let current), .key(let key)):
-            return .object(current.map { $0.0 == key ? ($0.0, replacing($0.1, at: path.dropFirst(), with: members)) : $0 })
+            return .object(
+                current.map { $0.0 == key ? ($0.0, replacing($0.1, at: path.dropFirst(), with: members)) : $0 })
         case (.array(let elements), .index(let index)):
             var elements = elements
             elements[index] = replacing(elements[index], at: path.dropFirst(), with: members)

@@ -121,7 +121,8 @@ struct StateDirectory: Sendable {
                 try directory.remove(name)
                 logger.notice(.state, "state: removed '\(directory.pathOf(name))', a temporary left by a crash")
             } catch {
-                logger.warning(.state, "state: cannot remove the leftover temporary '\(directory.pathOf(name))': \(error)")
+                logger.warning(
+                    .state, "state: cannot remove the leftover temporary '\(directory.pathOf(name))': \(error)")
             }
         }
     }

@@ -75,7 +75,8 @@ final class StateStore: Sendable {
             }
             return state
         } catch {
-            let aside = (try? AtomicFile.moveAside(name, in: directory)) ?? "(could not move it aside)"  // try?: the message says so
+            // try?: the message says so.
+            let aside = (try? AtomicFile.moveAside(name, in: directory)) ?? "(could not move it aside)"
             logger.error(
                 .state,
                 "state: '\(directory.pathOf(name))': unreadable (\(Self.reason(error))); moved to '\(aside)', "
