@@ -217,8 +217,10 @@ extension ProtocolCodec {
             // The id is worth echoing when it is sound: neither the key sent twice nor a number written otherwise.
             // try?: an envelope that does not decode has no id to echo.
             let id = path == "id" || idIsBad ? nil : (try? decoder.decode(Envelope.self, from: data))?.id
+            // An empty key in the request object has an empty path: the line is the object then.
             return ClientDecodingFailure(
-                id: id, error: ProtocolError(.invalidField, "message: \(path): duplicate key '\(key)'"))
+                id: id,
+                error: ProtocolError(.invalidField, "message: \(path.isEmpty ? "line" : path): duplicate key '\(key)'"))
         }
         guard idIsBad else { return nil }
         return ClientDecodingFailure(

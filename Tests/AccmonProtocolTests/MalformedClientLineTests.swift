@@ -108,6 +108,7 @@ private let malformedLines: [MalformedLine] = [
     MalformedLine(
         "type sent twice", #"{"type":"status","type":"reload","id":1}"#, .invalidField, "message: type: ",
         id: .number(1)),
+    MalformedLine("empty key sent twice", #"{"type":"status","":1,"":2}"#, .invalidField, "message: line: "),
     MalformedLine("id sent twice", #"{"type":"status","id":1,"id":2}"#, .invalidField, "message: id: "),
     MalformedLine(
         "filter key sent twice", #"{"type":"list","id":"l","filter":{"kind":"usb","kind":"serial"}}"#, .invalidField,

@@ -62,7 +62,8 @@ import Testing
             var text = ""
             WireForm.write(changed, into: &text, using: &random)
             let line = Array(text.utf8)
-            let expected = "message: \(RequestLineCheck.path(path + [.key(repeated.0)])): duplicate key '\(repeated.0)'"
+            let keyPath = RequestLineCheck.path(path + [.key(repeated.0)])
+            let expected = "message: \(keyPath.isEmpty ? "line" : keyPath): duplicate key '\(repeated.0)'"
             #expect(RequestLineReaderTests.read(line) == nil, "seed \(seed) (ACCMON_TEST_SEED): \(text)")
             let failure = Self.failure(line)
             #expect(failure?.error.code == .invalidField, "seed \(seed): \(text): \(String(describing: failure))")

@@ -20,8 +20,7 @@ final class StateStore: Sendable {
     /// How many sequence numbers and connection ids are reserved by one write.
     static let reservation: UInt64 = 100_000
 
-    /// The largest state file read at start: far above what the bounds on preserved sessions let it reach, far
-    /// below what would exhaust memory. A larger file is refused, never half read.
+    /// The largest state file read at start; a larger one is refused, never half read nor taken whole into memory.
     static let maximumFileSize = 256 << 20
 
     let directory: StateDirectory
