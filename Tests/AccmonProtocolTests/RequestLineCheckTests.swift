@@ -73,6 +73,96 @@ import Testing
         #expect(refused > 2_500)
     }
 
+    /// The integer fields of random requests in every form, each written once otherwise (same value, with a
+    /// fraction or an exponent): refused at that field, where JSONDecoder alone read the same request.
+    @Test func anIntegerFieldWrittenOtherwiseIsRefusedAtItsPath() {
+        let seed = SplitMix64.testSeed()
+        var random = SplitMix64(seed: seed)
+        var refused = 0
+        for _ in 0..<3_000 {
+            let message = Fixtures.randomClientMessage(using: &random)
+            guard case .object(let members) = WireForm.value(of: message, using: &random) else { continue }
+            // The integer fields the request reads: the id, seq, connectionID, versions' elements, the accessory's
+            // connectionID.
+            var fields: [(path: String, rewrite: (String) -> [(String, WireForm.Value)])] = []
+            for (index, (key, value)) in members.enumerated() {
+                func replaced(_ new: WireForm.Value) -> [(String, WireForm.Value)] {
+                    var copy = members
+                    copy[index] = (key, new)
+                    return copy
+                }
+                switch (key, value) {
+                case ("id", .number(let text)), ("seq", .number(let text)), ("connectionID", .number(let text)):
+                    fields.append((key, { replaced(.number($0.isEmpty ? text : $0)) }))
+                case ("versions", .array(let elements)):
+                    for (position, element) in elements.enumerated() {
+                        guard case .number = element else { continue }
+                        fields.append(
+                            (
+                                "versions.[\(position)]",
+                                { number in
+                                    var changed = elements
+                                    changed[position] = .number(number)
+                                    return replaced(.array(changed))
+                                }
+                            ))
+                    }
+                case ("accessory", .object(let fieldsOfAccessory)):
+                    guard let at = fieldsOfAccessory.firstIndex(where: { $0.0 == "connectionID" }),
+                        case .number = fieldsOfAccessory[at].1
+                    else { continue }
+                    fields.append(
+                        (
+                            "accessory.connectionID",
+                            { number in
+                                var changed = fieldsOfAccessory
+                                changed[at] = ("connectionID", .number(number))
+                                return replaced(.object(changed))
+                            }
+                        ))
+                default: continue
+                }
+            }
+            guard let field = fields.randomElement(using: &random) else { continue }
+            guard case .number(let original)? = Self.number(at: field.path, in: members) else { continue }
+            // Requests the JSONDecoder path refuses anyway (an id that is not hex) say something else first.
+            var plain = ""
+            WireForm.write(.object(members), into: &plain, using: &random)
+            guard RequestLineReaderTests.decodedByJSONDecoder(Array(plain.utf8)) != nil else { continue }
+            let forms = ["\(original).0", "\(original)e0", "\(original)E+0", "\(original).000e-0", "\(original)e00"]
+            var text = ""
+            WireForm.write(.object(field.rewrite(forms.randomElement(using: &random)!)), into: &text, using: &random)
+            let line = Array(text.utf8)
+            #expect(RequestLineReaderTests.read(line) == nil, "seed \(seed) (ACCMON_TEST_SEED): \(text)")
+            let failure = Self.failure(line)
+            let expected =
+                field.path == "id"
+                ? "message: id: expected a string or an integer, written without a fraction or an exponent"
+                : "\(message.request.typeName): \(field.path): \(RequestLineCheck.integerExpected)"
+            // A version of 2^63 or more does not fit an Int as a Double either: JSONDecoder refuses it by itself.
+            if failure?.error.message != expected && field.path.hasPrefix("versions") {
+                #expect(failure?.error.code == .invalidField, "seed \(seed): \(text)")
+            } else {
+                #expect(failure?.error.message == expected, "seed \(seed): \(text): \(String(describing: failure))")
+            }
+            #expect(failure?.id == (field.path == "id" ? nil : message.id), "seed \(seed): \(text)")
+            refused += 1
+        }
+        #expect(refused > 1_000)
+    }
+
+    /// The number written at `path` (a top-level key, `versions.[n]` or `accessory.connectionID`) in `members`.
+    static func number(at path: String, in members: [(String, WireForm.Value)]) -> WireForm.Value? {
+        let parts = path.split(separator: ".").map(String.init)
+        guard let top = members.first(where: { $0.0 == parts[0] })?.1 else { return nil }
+        guard parts.count == 2 else { return top }
+        switch top {
+        case .array(let elements): return Int(parts[1].dropFirst().dropLast()).map { elements[$0] }
+        case .object(let inner): return inner.first(where: { $0.0 == parts[1] })?.1
+        default: return nil
+        }
+    }
+
     @Test func keysAreComparedUnescaped() throws {
         let line = Array(#"{"type":"list","id":"x","filter":{"kind":"usb","k\u0069nd":"serial"}}"#.utf8)
         let failure = Self.failure(line)
