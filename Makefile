@@ -67,11 +67,14 @@ test-package: deb
 test-systemd: deb deps-systemd-test
 	packaging/test-systemd.sh $(DEB) $(PACKAGE_DIR)
 
-# The long version of the daemon-crash trials (500 SIGKILLs at random points of storms); not part of make test.
+# The long versions, not part of make test: the daemon-crash trials (500 SIGKILLs at random points of storms) and a
+# hostile user misbehaving in every way for 60 s while a healthy client must get every event.
 soak: build
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
 	ACCMON_SOAK_TRIALS=$${SOAK_TRIALS:-500} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
 	  --filter daemonKilledDuringStormsLosesNothing
+	ACCMON_HOSTILE_SECONDS=$${HOSTILE_SECONDS:-60} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
+	  --filter aHealthyClientGetsEveryEventWhileAnotherUserMisbehavesInEveryWay
 
 fuzz: deps
 	@scripts/fuzz.sh $${FUZZ_SECONDS:-60}

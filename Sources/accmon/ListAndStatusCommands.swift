@@ -126,6 +126,8 @@ struct StatusCommand: Command {
                 writeOut("              the last load failed; the manifest above stays in force:\n")
                 for problem in manifest.lastFailure { writeOut("                \(problem)\n") }
             }
+        } else {
+            writeOut("manifest:     shown to root and the manifest's admins only\n")
         }
         let rows = status.clients.map { client in
             [
@@ -136,6 +138,7 @@ struct StatusCommand: Command {
             ]
         }
         writeOut("\n" + table(["SESSION", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows))
+        if let unlisted = status.unlistedClients { writeOut("(and \(unlisted) more sessions of this user)\n") }
     }
 }
 
