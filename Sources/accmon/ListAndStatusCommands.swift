@@ -8,7 +8,8 @@ struct ListCommand: Command {
     static let name = "list"
     static let abstract = "List the accessories connected now."
     static let usage = """
-        Usage: accmon list [--json] [--all] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME] [--socket PATH]
+        Usage: accmon list [--json] [--all] [--connection ID] [--kind KIND] [--vendor ID] [--product ID]
+                           [--protocol NAME] [--socket PATH]
 
         \(abstract)
 
@@ -16,12 +17,16 @@ struct ListCommand: Command {
           --json             print {"version":1,"seq":N,"accessories":[...]} with sorted keys (with --all, also
                              "rejected": {connection id: reason})
           --all              also accessories the manifest rejected (root and the manifest's admins only)
+          --connection ID    only the accessory connected as this connection id (a service started for it learns
+                             the id from its instance name)
         \(filterOptionsHelp)
         \(CommonOptions.help)
 
         """
 
     var selection: SelectionOptions
+    /// `--connection ID`: only the accessory connected as this connection id.
+    var connectionID: ConnectionID?
     var common: CommonOptions { selection.common }
     var json: Bool { selection.json }
     var all: Bool { selection.all }
@@ -30,7 +35,15 @@ struct ListCommand: Command {
     init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
         selection = SelectionOptions(common: CommonOptions(socket: socket))
         while let option = try arguments.next() {
-            if try !selection.parse(option, &arguments) { throw UsageError("unknown option '\(option)'") }
+            if option == "--connection" {
+                let text = try arguments.value(for: option)
+                guard let number = UInt64(text) else {
+                    throw UsageError("--connection: '\(text)' is not a connection id (a number such as 12)")
+                }
+                connectionID = ConnectionID(number)
+            } else if try !selection.parse(option, &arguments) {
+                throw UsageError("unknown option '\(option)'")
+            }
         }
     }
 
@@ -43,8 +56,9 @@ struct ListCommand: Command {
 
     func run() async throws(AccmonError) {
         let connection = try await common.connect()
-        let snapshot = try await connection.list(filter, includeRejected: all)
+        var snapshot = try await connection.list(filter, includeRejected: all)
         connection.close()
+        if let connectionID { snapshot.accessories.removeAll { $0.connectionID != connectionID } }
         if json {
             let rejected = Dictionary(uniqueKeysWithValues: snapshot.rejected.map { ($0.key.description, $0.value) })
             writeOut(
