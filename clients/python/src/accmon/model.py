@@ -1,0 +1,361 @@
+"""The values the client hands out: accessories, events, snapshots, the daemon's status, and filters.
+
+The accessory's wire fields are listed once, in :data:`ACCESSORY_FIELDS`; decoding, encoding and the tests that
+compare them with what accmond sends all read that table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+from .errors import ProtocolError
+
+__all__ = [
+    "ACCESSORY_FIELDS",
+    "KINDS",
+    "Accessory",
+    "AccessoryEvent",
+    "Filter",
+    "IdLike",
+    "Snapshot",
+    "Status",
+    "hex_id",
+]
+
+#: The accessory kinds of protocol version 1.
+KINDS = ("usb", "serial", "bluetooth-hid")
+
+#: The protocol's accessory fields (docs/PROTOCOL.md §8): wire name, attribute of :class:`Accessory`, and JSON type
+#: (``str``, ``int``, or ``list`` for an array of strings).
+ACCESSORY_FIELDS: Tuple[Tuple[str, str, type], ...] = (
+    ("accessoryID", "accessory_id", str),
+    ("connectionID", "connection_id", int),
+    ("kind", "kind", str),
+    ("name", "name", str),
+    ("manufacturer", "manufacturer", str),
+    ("modelNumber", "model_number", str),
+    ("serialNumber", "serial_number", str),
+    ("firmwareRevision", "firmware_revision", str),
+    ("hardwareRevision", "hardware_revision", str),
+    ("protocolStrings", "protocol_strings", list),
+    ("vendorID", "vendor_id", str),
+    ("productID", "product_id", str),
+    ("deviceNodes", "device_nodes", list),
+    ("sysfsPath", "sysfs_path", str),
+    ("portPath", "port_path", str),
+    ("interfaceNumber", "interface_number", str),
+    ("descriptorsSHA256", "descriptors_sha256", str),
+)
+_WIRE_NAMES = frozenset(wire for wire, _, _ in ACCESSORY_FIELDS)
+
+
+def _invalid(context: str, reason: str) -> ProtocolError:
+    return ProtocolError("invalid-response", f"accmon: {context}: {reason}")
+
+
+@dataclass(frozen=True)
+class Accessory:
+    """An external accessory as accmond reports it, modelled on ``EAAccessory`` (docs/PROTOCOL.md §8).
+
+    An empty string or an empty tuple means unknown or not applicable. Two accessories are equal when every field is;
+    :attr:`connection_id` alone tells two connections apart, :attr:`accessory_id` names the physical accessory
+    across plugs. Fields of a later protocol version that this package does not know are kept in :attr:`extra`.
+    """
+
+    accessory_id: str = ""
+    """The stable identity of the physical accessory, which it keeps across plugs; compare it only for equality."""
+    connection_id: int = 0
+    """This connection; never reused, also across restarts of the daemon."""
+    kind: str = ""
+    """``"usb"``, ``"serial"`` or ``"bluetooth-hid"``."""
+    name: str = ""
+    """Display name: the USB product string, or the Bluetooth HID name."""
+    manufacturer: str = ""
+    model_number: str = ""
+    serial_number: str = ""
+    """The USB serial string, or for Bluetooth HID the device's address."""
+    firmware_revision: str = ""
+    hardware_revision: str = ""
+    protocol_strings: Tuple[str, ...] = ()
+    """The protocols the accessory speaks: its manifest entry's, then any its source reported."""
+    vendor_id: str = ""
+    """4 lowercase hex digits, such as ``"0403"``."""
+    product_id: str = ""
+    device_nodes: Tuple[str, ...] = ()
+    """Device nodes to talk to it: ``/dev/bus/usb/…`` (usb), the tty then its by-id links (serial), event nodes."""
+    sysfs_path: str = ""
+    port_path: str = ""
+    """The USB port path, such as ``"1-1.2"``."""
+    interface_number: str = ""
+    descriptors_sha256: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    """Fields the daemon sent that this version of the package does not know, by their wire names."""
+
+    @classmethod
+    def from_json(cls, value: Any, context: str = "accessory") -> "Accessory":
+        """Builds an accessory from the protocol's JSON object (already decoded).
+
+        Missing fields are empty; unknown fields go to :attr:`extra`.
+
+        :raises ProtocolError: with code ``invalid-response`` when a field has the wrong JSON type.
+        """
+        if not isinstance(value, dict):
+            raise _invalid(context, "expected an object")
+        values: Dict[str, Any] = {}
+        for wire, attribute, kind in ACCESSORY_FIELDS:
+            item = value.get(wire)
+            if item is None:
+                values[attribute] = 0 if kind is int else () if kind is list else ""
+            elif kind is str:
+                if type(item) is not str:
+                    raise _invalid(f"{context}.{wire}", "expected a string")
+                values[attribute] = item
+            elif kind is int:
+                if type(item) is not int or item < 0:
+                    raise _invalid(f"{context}.{wire}", "expected a non-negative integer")
+                values[attribute] = item
+            else:
+                if type(item) is not list or not all(type(element) is str for element in item):
+                    raise _invalid(f"{context}.{wire}", "expected an array of strings")
+                values[attribute] = tuple(item)
+        values["extra"] = {} if _WIRE_NAMES.issuperset(value) else {
+            key: item for key, item in value.items() if key not in _WIRE_NAMES
+        }
+        # Set the fields directly: the generated __init__ of a frozen dataclass goes through object.__setattr__ once
+        # per field, which is most of the cost of decoding an event.
+        accessory = object.__new__(cls)
+        accessory.__dict__.update(values)
+        return accessory
+
+    def to_json(self) -> Dict[str, Any]:
+        """The protocol's JSON object for this accessory (camelCase keys, arrays as lists), with :attr:`extra`."""
+        value: Dict[str, Any] = dict(self.extra)
+        for wire, attribute, kind in ACCESSORY_FIELDS:
+            item = getattr(self, attribute)
+            value[wire] = list(item) if kind is list else item
+        return value
+
+    @property
+    def usb_id(self) -> str:
+        """``vendor:product``, with ``-`` for a missing half (as ``accmon list`` shows it)."""
+        return f"{self.vendor_id or '-'}:{self.product_id or '-'}"
+
+    @property
+    def device_node(self) -> Optional[str]:
+        """The first device node (for a serial port, its tty), or ``None``."""
+        return self.device_nodes[0] if self.device_nodes else None
+
+    def replace(self, **changes: Any) -> "Accessory":
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class AccessoryEvent:
+    """A connection that began (``change == "connect"``) or ended (``"disconnect"``).
+
+    :attr:`seq` is the daemon-wide sequence number (docs/PROTOCOL.md §6): events arrive in increasing order, with gaps
+    where a filter or coalescing left events out.
+    """
+
+    change: str
+    """``"connect"`` or ``"disconnect"``."""
+    accessory: Accessory
+    """The accessory; for a disconnect, as it was last known."""
+    seq: int
+    """The event's sequence number."""
+    rejection: Optional[str] = None
+    """For subscriptions with ``all=True`` (admins): why the manifest rejected the accessory, on its ``connect``."""
+
+    @property
+    def is_connect(self) -> bool:
+        """Whether this is a ``connect``."""
+        return self.change == "connect"
+
+    @classmethod
+    def from_message(cls, message: Dict[str, Any]) -> "AccessoryEvent":
+        """Builds an event from a decoded ``connect`` or ``disconnect`` message.
+
+        :raises ProtocolError: with code ``invalid-response`` when the message is malformed.
+        """
+        change = message.get("type")
+        seq = message.get("seq")
+        if type(seq) is not int or seq < 0:
+            raise _invalid(f"{change}.seq", "expected a non-negative integer")
+        rejection = message.get("rejected")
+        if rejection is not None and type(rejection) is not str:
+            raise _invalid(f"{change}.rejected", "expected a string")
+        event = object.__new__(cls)
+        event.__dict__.update(
+            change=change,
+            accessory=Accessory.from_json(message.get("accessory"), f"{change}.accessory"),
+            seq=seq,
+            rejection=rejection,
+        )
+        return event
+
+    def to_json(self) -> Dict[str, Any]:
+        """The protocol's message for this event."""
+        value: Dict[str, Any] = {"type": self.change, "seq": self.seq, "accessory": self.accessory.to_json()}
+        if self.rejection is not None:
+            value["rejected"] = self.rejection
+        return value
+
+
+class Snapshot(List[Accessory]):
+    """The accessories connected at one moment, in connection order: a ``list`` with the moment's sequence number.
+
+    :ivar seq: the number of the last event issued when the snapshot was taken (docs/PROTOCOL.md §6); every event
+        that follows a subscription's snapshot has a higher one.
+    :ivar rejected: for ``all=True`` (admins): why the manifest rejects some of them, by connection id.
+    """
+
+    def __init__(self, accessories: Iterable[Accessory] = (), seq: int = 0, rejected: Optional[Mapping[int, str]] = None):
+        super().__init__(accessories)
+        self.seq = seq
+        self.rejected: Mapping[int, str] = dict(rejected or {})
+
+    def __repr__(self) -> str:
+        return f"Snapshot({list.__repr__(self)}, seq={self.seq})"
+
+    @classmethod
+    def from_message(cls, message: Dict[str, Any]) -> "Snapshot":
+        """Builds a snapshot from a decoded ``snapshot``, ``list`` or ``restore`` message.
+
+        :raises ProtocolError: with code ``invalid-response`` when the message is malformed.
+        """
+        kind = message.get("type", "snapshot")
+        accessories = message.get("accessories", [])
+        seq = message.get("seq", 0)
+        if type(accessories) is not list:
+            raise _invalid(f"{kind}.accessories", "expected an array")
+        if type(seq) is not int or seq < 0:
+            raise _invalid(f"{kind}.seq", "expected a non-negative integer")
+        rejected: Dict[int, str] = {}
+        raw_rejected = message.get("rejected") or {}
+        if not isinstance(raw_rejected, dict):
+            raise _invalid(f"{kind}.rejected", "expected an object")
+        for key, reason in raw_rejected.items():
+            if not key.isdigit() or type(reason) is not str:
+                raise _invalid(f"{kind}.rejected.{key}", "expected a connection id and a reason")
+            rejected[int(key)] = reason
+        return cls(
+            (Accessory.from_json(item, f"{kind}.accessories[{index}]") for index, item in enumerate(accessories)),
+            seq,
+            rejected,
+        )
+
+
+@dataclass(frozen=True)
+class Status:
+    """The daemon's state, as ``status`` reports it (docs/PROTOCOL.md §7.6); :attr:`raw` has every field."""
+
+    daemon_version: str
+    protocol_version: int
+    uptime_seconds: float
+    connected_accessories: int
+    sessions: int
+    sequence: int
+    simulate: bool
+    clients: Tuple[Mapping[str, Any], ...]
+    """One object per session this client may see (the protocol's ``clients``, camelCase keys)."""
+    manifest: Mapping[str, Any]
+    raw: Mapping[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def from_message(cls, message: Dict[str, Any]) -> "Status":
+        """Builds the status from a decoded ``status`` reply."""
+        clients = message.get("clients") or []
+        return cls(
+            daemon_version=str(message.get("daemonVersion", "")),
+            protocol_version=int(message.get("protocolVersion", 1)),
+            uptime_seconds=float(message.get("uptimeSeconds", 0.0)),
+            connected_accessories=int(message.get("connectedAccessories", 0)),
+            sessions=int(message.get("sessions", 0)),
+            sequence=int(message.get("sequence", 0)),
+            simulate=bool(message.get("simulate", False)),
+            clients=tuple(client for client in clients if isinstance(client, dict)),
+            manifest=message.get("manifest") or {},
+            raw=message,
+        )
+
+
+IdLike = Union[str, int, None]
+
+
+def hex_id(part: str, value: IdLike) -> Optional[str]:
+    """`value` as 4 lowercase hex digits (``"403"`` and ``0x403`` give ``"0403"``); ``None`` stays ``None``.
+
+    :raises ValueError: when it is not a 16-bit id (`part` names it in the message).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"{part}: expected a hex string such as '0403' or an int, not {type(value).__name__}")
+    if isinstance(value, int):
+        if not 0 <= value <= 0xFFFF:
+            raise ValueError(f"{part}: {value} is not a 16-bit id")
+        return f"{value:04x}"
+    if not 1 <= len(value) <= 4 or any(character not in "0123456789abcdefABCDEF" for character in value):
+        raise ValueError(f"{part}: '{value}' is not a hex id of 1 to 4 digits (such as '0403')")
+    return f"{int(value, 16):04x}"
+
+
+def _same_hex_id(actual: str, wanted: str) -> bool:
+    try:
+        return int(actual, 16) == int(wanted, 16)
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Which accessories a subscription or list covers (docs/PROTOCOL.md §5); parts left ``None`` match anything.
+
+    Vendor and product ids are hex strings of 1 to 4 digits (``"0403"``, ``"403"``) or ints (``0x0403``); they are
+    compared as numbers. The parts are checked when the filter is made, so a typo fails before anything is sent.
+
+    :raises ValueError: for an unknown kind or an id that is not hex.
+    """
+
+    kind: Optional[str] = None
+    vendor: IdLike = None
+    product: IdLike = None
+    protocol: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.kind is not None and self.kind not in KINDS:
+            raise ValueError(f"filter: kind: '{self.kind}' is not a kind ({', '.join(KINDS)})")
+        object.__setattr__(self, "vendor", hex_id("filter: vendor", self.vendor))
+        object.__setattr__(self, "product", hex_id("filter: product", self.product))
+        if self.protocol is not None and not isinstance(self.protocol, str):
+            raise ValueError("filter: protocol: expected a string")
+
+    def to_wire(self) -> Dict[str, str]:
+        """The protocol's ``filter`` object."""
+        wire: Dict[str, str] = {}
+        if self.kind is not None:
+            wire["kind"] = self.kind
+        if self.vendor is not None:
+            wire["vendorID"] = str(self.vendor)
+        if self.product is not None:
+            wire["productID"] = str(self.product)
+        if self.protocol is not None:
+            wire["protocol"] = self.protocol
+        return wire
+
+    def matches(self, accessory: Accessory) -> bool:
+        """Whether `accessory` passes the filter, by the daemon's rules."""
+        if self.kind is not None and accessory.kind != self.kind:
+            return False
+        for wanted, actual in ((self.vendor, accessory.vendor_id), (self.product, accessory.product_id)):
+            if wanted is not None and not _same_hex_id(actual, wanted):
+                return False
+        return self.protocol is None or self.protocol in accessory.protocol_strings
+
+    def describe(self) -> str:
+        """The filter as ``kind=serial vendor=0403``, or ``any accessory``."""
+        parts = [f"{name}={value}" for name, value in dataclasses.asdict(self).items() if value is not None]
+        return " ".join(parts) if parts else "any accessory"
