@@ -18,7 +18,7 @@ two events for one change, numbers that never go down, and at the end exactly th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Set, Tuple
+from typing import List, Set, Tuple, Union
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -66,14 +66,35 @@ class History:
         return [e for e in later if e.accessory.connection_id not in brief]
 
 
-# A step: plug or unplug (how many, which), or a break of the link (events lost in flight, which acknowledged
-# point the daemon kept, whether it still had the session).
-plug = st.tuples(st.just("events"), st.lists(st.tuples(st.booleans(), st.integers(0, 50)), min_size=1, max_size=8))
-link_break = st.tuples(st.just("break"), st.tuples(st.integers(0, 4), st.integers(0, 1000), st.booleans()))
-steps = st.lists(st.one_of(plug, link_break), min_size=1, max_size=25)
+@dataclass(frozen=True)
+class Changes:
+    """A step: plugs and unplugs (connect or not, which connection to unplug)."""
+
+    changes: List[Tuple[bool, int]]
 
 
-def simulate(initial: List[Tuple[bool, int]], plan: List[Tuple[str, object]]) -> Tuple[History, List[Accessory], List[AccessoryEvent], SessionView]:
+@dataclass(frozen=True)
+class Break:
+    """A step: the link breaks, with the last `lost` events in flight; the daemon comes back with the session it
+    kept at the acknowledgement `ack_pick` names (when `restored`), or with a fresh snapshot."""
+
+    lost: int
+    ack_pick: int
+    restored: bool
+
+
+Step = Union[Changes, Break]
+change_lists = st.lists(st.tuples(st.booleans(), st.integers(0, 50)), min_size=1, max_size=8)
+steps = st.lists(
+    st.one_of(st.builds(Changes, change_lists), st.builds(Break, st.integers(0, 4), st.integers(0, 1000), st.booleans())),
+    min_size=1,
+    max_size=25,
+)
+
+
+def simulate(
+    initial: List[Tuple[bool, int]], plan: List[Step]
+) -> Tuple[History, List[Accessory], List[AccessoryEvent], SessionView]:
     """Runs the model; returns the history, the start, what the app was handed, and the session's view."""
     history = History()
     for connect, pick in initial:
@@ -85,29 +106,28 @@ def simulate(initial: List[Tuple[bool, int]], plan: List[Tuple[str, object]]) ->
     # The points an acknowledgement kept by the daemon may name: the last one it kept, and each event handed since
     # (an ack may be lost with the link, or with the daemon's last 100 ms of state).
     reached: List[int] = [history.seq]
-    for kind, argument in plan:
-        if kind == "events":
-            for connect, pick in argument:  # type: ignore[union-attr]
+    for step in plan:
+        if isinstance(step, Changes):
+            for connect, pick in step.changes:
                 history.add(connect, pick)
             continue
-        lost, ack_pick, restored = argument  # type: ignore[misc]
         # Live delivery up to the break, less the last `lost` events, which were in flight.
-        for event in history.events[delivered : max(delivered, history.seq - lost)]:
+        for event in history.events[delivered : max(delivered, history.seq - step.lost)]:
             if view.offer(event):
                 handed.append(event)
                 reached.append(event.seq)
         delivered = history.seq
-        if restored:
-            acknowledged = reached[ack_pick % len(reached)]
+        acknowledged = reached[step.ack_pick % len(reached)]
+        if step.restored:
             truth, as_of = daemon_view(
                 history.accessories_at(acknowledged), acknowledged, history.coalesced_after(acknowledged), history.seq
             )
         else:
             truth = {a.connection_id: a for a in history.accessories_at(history.seq)}
             as_of = history.seq
-        reconciled = view.reconcile(truth, as_of, restored)
+        reconciled = view.reconcile(truth, as_of, step.restored)
         handed.extend(reconciled)
-        reached = ([acknowledged] if restored else [as_of]) + ([as_of] if reconciled else [])
+        reached = ([acknowledged] if step.restored else [as_of]) + ([as_of] if reconciled else [])
     for event in history.events[delivered:]:
         if view.offer(event):
             handed.append(event)
@@ -116,7 +136,7 @@ def simulate(initial: List[Tuple[bool, int]], plan: List[Tuple[str, object]]) ->
 
 @settings(max_examples=600, deadline=None)
 @given(initial=st.lists(st.tuples(st.booleans(), st.integers(0, 50)), max_size=6), plan=steps)
-def test_the_app_sees_each_net_change_exactly_once(initial: List[Tuple[bool, int]], plan: List[Tuple[str, object]]) -> None:
+def test_the_app_sees_each_net_change_exactly_once(initial: List[Tuple[bool, int]], plan: List[Step]) -> None:
     history, start, handed, view = simulate(initial, plan)
     known: Set[int] = {accessory.connection_id for accessory in start}
     changes: Set[Tuple[str, int]] = set()

@@ -149,12 +149,11 @@ class Link(asyncio.Protocol):
             self._shutdown_reason = reason if isinstance(reason, str) else "the daemon is shutting down"
         else:
             request_id = message.get("id")
-            if request_id in self._pending:
-                waiter = self._pending.pop(request_id)
-            elif kind == "error" and request_id is None and self._pending:
+            waiter = self._pending.pop(request_id, None) if type(request_id) is int else None
+            if waiter is None and kind == "error" and request_id is None and self._pending:
                 # Errors about a line as a whole carry no id; replies come in order, so it is the oldest request's.
                 waiter = self._pending.popitem(last=False)[1]
-            else:
+            if waiter is None:
                 return  # an unknown message type of a later protocol version, or a reply nobody waits for
             if not waiter.done():
                 waiter.set_result(message)

@@ -351,7 +351,7 @@ class Filter:
         if self.kind is not None and accessory.kind != self.kind:
             return False
         for wanted, actual in ((self.vendor, accessory.vendor_id), (self.product, accessory.product_id)):
-            if wanted is not None and not _same_hex_id(actual, wanted):
+            if wanted is not None and not _same_hex_id(actual, str(wanted)):
                 return False
         return self.protocol is None or self.protocol in accessory.protocol_strings
 

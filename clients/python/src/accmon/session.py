@@ -34,7 +34,7 @@ MAXIMUM_DELAY = 5.0
 
 def reconnect_delay(attempt: int) -> float:
     """Seconds to wait before reconnection attempt `attempt` (from 1), as ``AccmonSession`` waits."""
-    return min(0.05 * 2 ** min(attempt, 7), MAXIMUM_DELAY)
+    return min(0.05 * (1 << min(attempt, 7)), MAXIMUM_DELAY)
 
 
 @dataclass(frozen=True)
