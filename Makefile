@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 SWIFT ?= swift
 BUILD_DIR ?= .build
-APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev
+APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev \
+  python3-venv
 DEBUG_BIN = $(BUILD_DIR)/debug
 # The package: built and tested under PACKAGE_DIR (release build, staging tree, cached minbase chroot).
 PACKAGE_DIR ?= build
@@ -10,7 +11,7 @@ PACKAGE_APT_PACKAGES := dpkg-dev binutils xz-utils man-db python3 systemd deboot
 VERSION = $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonCore/Version.swift)
 DEB = $(PACKAGE_DIR)/accmon_$(VERSION)_amd64.deb
 
-.PHONY: all build deps deps-package run test test-package deb fuzz soak clean
+.PHONY: all build deps deps-package run test test-python test-package deb fuzz soak clean
 
 all: build
 
@@ -40,7 +41,27 @@ run: build
 test: build
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
 	scripts/test-deadline.sh 900 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build
+	@$(MAKE) --no-print-directory test-python
 	@$(MAKE) --no-print-directory test-package
+
+# The Python client (clients/python): a virtual environment made from Debian's /usr/bin/python3 under the build
+# directory, with the pinned test tools; mypy --strict (for this Python and for 3.9), then pytest against the
+# accmond and accmon built above.
+PYTHON_VENV = $(abspath $(BUILD_DIR))/python-venv
+PYTHON_REQUIREMENTS = clients/python/requirements-test.txt
+
+$(PYTHON_VENV)/installed: $(PYTHON_REQUIREMENTS)
+	rm -rf $(PYTHON_VENV)
+	/usr/bin/python3 -m venv $(PYTHON_VENV)
+	$(PYTHON_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PYTHON_REQUIREMENTS)
+	touch $@
+
+test-python: build $(PYTHON_VENV)/installed
+	cd clients/python && $(PYTHON_VENV)/bin/mypy --strict --cache-dir $(PYTHON_VENV)/mypy-cache src/accmon tests examples
+	cd clients/python && $(PYTHON_VENV)/bin/mypy --strict --python-version 3.9 --cache-dir $(PYTHON_VENV)/mypy-cache-3.9 \
+	  src/accmon
+	cd clients/python && PYTHONPATH=src PYTHONDONTWRITEBYTECODE=1 ACCMON_BIN_DIR=$(abspath $(DEBUG_BIN)) \
+	  $(PYTHON_VENV)/bin/python -m pytest -p no:cacheprovider
 
 # Builds $(DEB): static release binaries, units, udev rules, manifest, man pages, completion, client library source.
 deb: deps-package

@@ -134,7 +134,7 @@ def simulate(
     return history, start, handed, view
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=600, deadline=None, database=None)
 @given(initial=st.lists(st.tuples(st.booleans(), st.integers(0, 50)), max_size=6), plan=steps)
 def test_the_app_sees_each_net_change_exactly_once(initial: List[Tuple[bool, int]], plan: List[Step]) -> None:
     history, start, handed, view = simulate(initial, plan)

@@ -81,12 +81,15 @@ def start_app(daemon: SimulatedDaemon, record: Path) -> "subprocess.Popen[bytes]
     return app
 
 
-def wait_until_in_sync(daemon: SimulatedDaemon, record: Path, trial: int) -> Set[int]:
+def wait_until_in_sync(daemon: SimulatedDaemon, record: Path, app: "subprocess.Popen[bytes]", trial: int) -> Set[int]:
+    """Waits until the app is connected to the daemon (its process holds the session) and its view is the
+    daemon's."""
     deadline = time.monotonic() + 15
     while True:
         truth = {accessory.connection_id for accessory in daemon.list()}
         view = check_run(read_runs(record)[-1])
-        if view == truth:
+        connected = any(client["pid"] == app.pid and client["subscribed"] for client in daemon.client().status().clients)
+        if view == truth and connected:
             return truth
         if time.monotonic() > deadline:
             pytest.fail(f"trial {trial}: the app's view {sorted(view)} is not the daemon's {sorted(truth)} after 15 s")
@@ -127,7 +130,7 @@ def test_a_session_survives_kill_9_of_the_daemon_and_of_its_process(accmond: Sim
             if "app" in victims:
                 storm(accmond, rng, rng.randint(0, 4))  # while the app is away
                 app = start_app(accmond, record)
-            wait_until_in_sync(accmond, record, trial)
+            wait_until_in_sync(accmond, record, app, trial)
             assert app.poll() is None, f"trial {trial}: the app exited with status {app.returncode}"
     finally:
         app.kill()
