@@ -10,6 +10,7 @@ PACKAGE_DIR ?= build
 PACKAGE_APT_PACKAGES := dpkg-dev binutils xz-utils man-db python3 systemd debootstrap lintian
 VERSION = $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonCore/Version.swift)
 DEB = $(PACKAGE_DIR)/accmon_$(VERSION)_amd64.deb
+PYTHON_DEB = $(PACKAGE_DIR)/python3-accmon_$(VERSION)_all.deb
 
 .PHONY: all build deps deps-package run test test-python test-package deb fuzz soak clean
 
@@ -63,13 +64,14 @@ test-python: build $(PYTHON_VENV)/installed
 	cd clients/python && PYTHONPATH=src PYTHONDONTWRITEBYTECODE=1 ACCMON_BIN_DIR=$(abspath $(DEBUG_BIN)) \
 	  $(PYTHON_VENV)/bin/python -m pytest -p no:cacheprovider
 
-# Builds $(DEB): static release binaries, units, udev rules, manifest, man pages, completion, client library source.
+# Builds $(DEB): static release binaries, units, udev rules, manifest, man pages, completion, client library source;
+# and $(PYTHON_DEB), the Python client.
 deb: deps-package
 	BUILD_DIR=$(PACKAGE_DIR) SWIFT=$(SWIFT) packaging/build-deb.sh
 
-# Checks the .deb: lintian, systemd-analyze, man pages, then install, run and purge in a minbase bookworm chroot.
+# Checks the .debs: lintian, systemd-analyze, man pages, then install, run and purge in a minbase bookworm chroot.
 test-package: deb
-	packaging/test-package.sh $(DEB) $(PACKAGE_DIR)
+	packaging/test-package.sh $(DEB) $(PACKAGE_DIR) $(PYTHON_DEB)
 
 # The long version of the daemon-crash trials (500 SIGKILLs at random points of storms); not part of make test.
 soak: build
