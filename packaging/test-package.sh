@@ -53,8 +53,9 @@ info "$(basename "$python_deb"): $(stat -c %s "$python_deb") bytes; Depends: $(d
 # --- lintian: no error, no warning (informational tags are listed, not failed) -----------------------------------
 lint() {  # lint DEB: PASS when lintian reports no error and no warning
   local output status errors warnings
-  output=$(lintian --fail-on error,warning --display-info "$1" 2>&1 | grep -v '^running with root privileges')
-  status=${PIPESTATUS[0]}
+  output=$(lintian --fail-on error,warning --display-info "$1" 2>&1)
+  status=$?
+  output=$(printf '%s\n' "$output" | grep -v '^running with root privileges')
   printf '%s\n' "$output" | sed 's/^/     lintian: /'
   errors=$(printf '%s\n' "$output" | grep -c '^E: ' || true)
   warnings=$(printf '%s\n' "$output" | grep -c '^W: ' || true)
@@ -173,7 +174,10 @@ groups_before=$(cut -d: -f1 "$root/etc/group" | sort | tr '\n' ' ')
 cp "$deb" "$python_deb" "$root/tmp/"
 in_root dpkg -i "/tmp/$(basename "$deb")" "/tmp/$(basename "$python_deb")" >"$work/dpkg-i.log" 2>&1 ||
   info "dpkg -i left dependencies to apt-get -f install"
-check "dpkg -i of both packages plus apt-get -f install in a minbase chroot" in_root apt-get -f install -y -q
+# Without recommends: python3 recommends ca-certificates, which apt itself recommends too, so autoremove would keep it
+# after the purge below and the leftover check would see its files.
+check "dpkg -i of both packages plus apt-get -f install in a minbase chroot" \
+  in_root apt-get -f install -y -q --no-install-recommends
 for package in accmon python3-accmon; do
   check "$package is installed" bash -c "[ \"\$(chroot '$root' dpkg-query -W -f='\${Status}' $package)\" = 'install ok installed' ]"
 done

@@ -131,6 +131,7 @@ class Session:
         self._output: Optional[_Output] = None
         self._task: Optional["asyncio.Task[None]"] = None
         self._closing = False
+        self._unsent_ack: Optional[int] = None
 
     async def __aenter__(self) -> "Session":
         await self.start()
@@ -179,6 +180,7 @@ class Session:
     async def close(self) -> None:
         """Closes the link; the daemon keeps the session for the next start with the same id (until its retention
         ends, a day by default). :meth:`events` ends. Idempotent."""
+        self._send_ack()  # what was consumed before closing stays consumed
         self._closing = True
         task, self._task = self._task, None
         if self._connection is not None:
@@ -309,8 +311,17 @@ class Session:
             self._output.put(event)
 
     def _acknowledge(self, seq: int) -> None:
+        """Acknowledges every event up to `seq`. The ``ack`` line is written when the event loop next turns, so that
+        the events an app consumes back to back cost one line."""
+        first = self._unsent_ack is None
+        self._unsent_ack = seq if first else max(seq, self._unsent_ack or 0)
+        if first:
+            asyncio.get_running_loop().call_soon(self._send_ack)
+
+    def _send_ack(self) -> None:
+        seq, self._unsent_ack = self._unsent_ack, None
         connection = self._connection
-        if connection is not None:
+        if connection is not None and seq is not None:
             connection._link.send({"type": "ack", "seq": seq})
 
     def _state(self, state: ConnectionState) -> None:
