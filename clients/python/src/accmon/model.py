@@ -49,6 +49,9 @@ ACCESSORY_FIELDS: Tuple[Tuple[str, str, type], ...] = (
     ("descriptorsSHA256", "descriptors_sha256", str),
 )
 _WIRE_NAMES = frozenset(wire for wire, _, _ in ACCESSORY_FIELDS)
+_STRING_FIELDS = tuple((wire, attribute) for wire, attribute, kind in ACCESSORY_FIELDS if kind is str)
+_LIST_FIELDS = tuple((wire, attribute) for wire, attribute, kind in ACCESSORY_FIELDS if kind is list)
+assert {kind for _, _, kind in ACCESSORY_FIELDS} == {str, list, int}
 
 
 def _invalid(context: str, reason: str) -> ProtocolError:
@@ -103,23 +106,32 @@ class Accessory:
         """
         if not isinstance(value, dict):
             raise _invalid(context, "expected an object")
+        get = value.get
         values: Dict[str, Any] = {}
-        for wire, attribute, kind in ACCESSORY_FIELDS:
-            item = value.get(wire)
-            if item is None:
-                values[attribute] = 0 if kind is int else () if kind is list else ""
-            elif kind is str:
-                if type(item) is not str:
+        for wire, attribute in _STRING_FIELDS:
+            item = get(wire, "")
+            if type(item) is not str:
+                if item is not None:
                     raise _invalid(f"{context}.{wire}", "expected a string")
-                values[attribute] = item
-            elif kind is int:
-                if type(item) is not int or item < 0:
-                    raise _invalid(f"{context}.{wire}", "expected a non-negative integer")
-                values[attribute] = item
-            else:
-                if type(item) is not list or not all(type(element) is str for element in item):
+                item = ""
+            values[attribute] = item
+        for wire, attribute in _LIST_FIELDS:
+            item = get(wire, ())
+            if type(item) is list:
+                if not all(type(element) is str for element in item):
                     raise _invalid(f"{context}.{wire}", "expected an array of strings")
-                values[attribute] = tuple(item)
+                item = tuple(item)
+            elif item is None:
+                item = ()
+            elif type(item) is not tuple:
+                raise _invalid(f"{context}.{wire}", "expected an array of strings")
+            values[attribute] = item
+        connection = get("connectionID", 0)
+        if type(connection) is not int or connection < 0:
+            if connection is not None:
+                raise _invalid(f"{context}.connectionID", "expected a non-negative integer")
+            connection = 0
+        values["connection_id"] = connection
         values["extra"] = {} if _WIRE_NAMES.issuperset(value) else {
             key: item for key, item in value.items() if key not in _WIRE_NAMES
         }

@@ -94,17 +94,30 @@ class LineBuffer:
         return lines
 
 
+_raw_decode = json.JSONDecoder().raw_decode
+
+
 def decode(line: bytes) -> Optional[Dict[str, Any]]:
     """Decodes one line from the daemon; ``None`` for a blank line.
 
     :raises ProtocolError: ``invalid-response`` when the line is not a JSON object with a string ``type``.
     """
     try:
-        message = json.loads(line)
+        # The daemon's lines are compact: decoding the text and then its one value costs about half of json.loads on
+        # the bytes, which also detects the encoding and allows surrounding whitespace.
+        text = line.decode()
+        message, end = _raw_decode(text)
+        if end != len(text) and text[end:].strip():
+            raise ValueError(f"extra data at character {end}")
     except ValueError as error:
         if not line.strip():
             return None
-        raise ProtocolError("invalid-response", f"accmon: reply: accmond sent a line that is not JSON: {error}") from None
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise ProtocolError(
+                "invalid-response", f"accmon: reply: accmond sent a line that is not JSON: {error}"
+            ) from None
     if type(message) is not dict or type(message.get("type")) is not str:
         raise ProtocolError("invalid-response", "accmon: reply: accmond sent a line that is not a message object")
     return message
