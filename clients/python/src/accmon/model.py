@@ -7,6 +7,8 @@ compare them with what accmond sends all read that table.
 from __future__ import annotations
 
 import dataclasses
+import operator
+import types
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
@@ -52,6 +54,15 @@ _WIRE_NAMES = frozenset(wire for wire, _, _ in ACCESSORY_FIELDS)
 _STRING_FIELDS = tuple((wire, attribute) for wire, attribute, kind in ACCESSORY_FIELDS if kind is str)
 _LIST_FIELDS = tuple((wire, attribute) for wire, attribute, kind in ACCESSORY_FIELDS if kind is list)
 assert {kind for _, _, kind in ACCESSORY_FIELDS} == {str, list, int}
+# The fast path of from_json, for an object with exactly the known fields, each of its JSON type: the values are
+# fetched, their types compared and the attributes built by C code, not by a Python loop over the fields.
+_FETCH_ALL = operator.itemgetter(*(wire for wire, _, _ in ACCESSORY_FIELDS))
+_ATTRIBUTES = tuple(attribute for _, attribute, _ in ACCESSORY_FIELDS)
+_TYPES = tuple(kind for _, _, kind in ACCESSORY_FIELDS)
+_LIST_POSITIONS = tuple((index, attribute) for index, (_, attribute, kind) in enumerate(ACCESSORY_FIELDS) if kind is list)
+_CONNECTION_POSITION = _ATTRIBUTES.index("connection_id")
+_STRING_TYPE = {str}
+_NO_EXTRA: Mapping[str, Any] = types.MappingProxyType({})
 
 
 def _invalid(context: str, reason: str) -> ProtocolError:
@@ -104,6 +115,25 @@ class Accessory:
 
         :raises ProtocolError: with code ``invalid-response`` when a field has the wrong JSON type.
         """
+        if type(value) is dict and len(value) == len(_ATTRIBUTES) and value.keys() == _WIRE_NAMES:
+            fetched = _FETCH_ALL(value)
+            if tuple(map(type, fetched)) == _TYPES and fetched[_CONNECTION_POSITION] >= 0:
+                values = dict(zip(_ATTRIBUTES, fetched))
+                for position, attribute in _LIST_POSITIONS:
+                    items = fetched[position]
+                    if items and set(map(type, items)) != _STRING_TYPE:
+                        break
+                    values[attribute] = tuple(items)
+                else:
+                    values["extra"] = _NO_EXTRA
+                    accessory = object.__new__(cls)
+                    accessory.__dict__.update(values)
+                    return accessory
+        return cls._checked_from_json(value, context)
+
+    @classmethod
+    def _checked_from_json(cls, value: Any, context: str) -> "Accessory":
+        """from_json's general path: any object, each field checked, unknown fields kept."""
         if not isinstance(value, dict):
             raise _invalid(context, "expected an object")
         get = value.get
@@ -132,9 +162,7 @@ class Accessory:
                 raise _invalid(f"{context}.connectionID", "expected a non-negative integer")
             connection = 0
         values["connection_id"] = connection
-        values["extra"] = {} if _WIRE_NAMES.issuperset(value) else {
-            key: item for key, item in value.items() if key not in _WIRE_NAMES
-        }
+        values["extra"] = {key: item for key, item in value.items() if key not in _WIRE_NAMES} or _NO_EXTRA
         # Set the fields directly: the generated __init__ of a frozen dataclass goes through object.__setattr__ once
         # per field, which is most of the cost of decoding an event.
         accessory = object.__new__(cls)
