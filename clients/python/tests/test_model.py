@@ -72,6 +72,7 @@ def test_decodes_every_field() -> None:
     assert (accessory.firmware_revision, accessory.hardware_revision) == ("6.00", "B")
     assert (accessory.usb_id, accessory.device_node) == ("0403:6001", "/dev/ttyUSB0")
     assert accessory.to_json() == FULL
+    assert list(accessory.to_json()) == sorted(FULL)  # as accmond writes them: dumps needs no sort_keys
     assert Accessory.from_json(json.loads(json.dumps(accessory.to_json()))) == accessory
 
 
@@ -82,6 +83,7 @@ def test_unknown_fields_are_kept_aside_and_do_not_change_equality() -> None:
     assert accessory == Accessory.from_json(FULL)
     assert hash(accessory) == hash(Accessory.from_json(FULL))
     assert accessory.to_json() == later
+    assert list(accessory.to_json()) == sorted(later)
 
 
 def test_missing_fields_are_empty() -> None:
@@ -119,6 +121,7 @@ def test_events_and_snapshots() -> None:
     event = AccessoryEvent.from_message({"type": "connect", "seq": 9, "accessory": FULL, "rejected": "no entry"})
     assert (event.change, event.seq, event.rejection, event.is_connect) == ("connect", 9, "no entry", True)
     assert event.to_json() == {"type": "connect", "seq": 9, "accessory": FULL, "rejected": "no entry"}
+    assert list(event.to_json()) == ["accessory", "rejected", "seq", "type"]
     snapshot = Snapshot.from_message({"type": "list", "seq": 4, "accessories": [FULL], "rejected": {"7": "why"}})
     assert isinstance(snapshot, list) and snapshot == [Accessory.from_json(FULL)]
     assert (snapshot.seq, snapshot.rejected) == (4, {7: "why"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
@@ -96,8 +97,8 @@ class _Printer:
                 )
 
     def event(self, event: AccessoryEvent) -> None:
-        if self.json:
-            self._pending.append(json_line(event.to_json()))
+        if self.json:  # to_json's keys are sorted already
+            self._pending.append(json.dumps(event.to_json(), separators=(",", ":"), ensure_ascii=False) + "\n")
         else:
             self._pending.append(human_line(event.change, event.accessory, self.style, event.rejection))
 

@@ -62,6 +62,8 @@ _TYPES = tuple(kind for _, _, kind in ACCESSORY_FIELDS)
 _LIST_POSITIONS = tuple((index, attribute) for index, (_, attribute, kind) in enumerate(ACCESSORY_FIELDS) if kind is list)
 _CONNECTION_POSITION = _ATTRIBUTES.index("connection_id")
 _STRING_TYPE = {str}
+_SORTED_FIELDS = tuple(sorted((wire, attribute) for wire, attribute, _ in ACCESSORY_FIELDS))
+_SORTED_LISTS = tuple(wire for wire, _, kind in ACCESSORY_FIELDS if kind is list)
 _NO_EXTRA: Mapping[str, Any] = types.MappingProxyType({})
 
 
@@ -170,11 +172,15 @@ class Accessory:
         return accessory
 
     def to_json(self) -> Dict[str, Any]:
-        """The protocol's JSON object for this accessory (camelCase keys, arrays as lists), with :attr:`extra`."""
-        value: Dict[str, Any] = dict(self.extra)
-        for wire, attribute, kind in ACCESSORY_FIELDS:
-            item = getattr(self, attribute)
-            value[wire] = list(item) if kind is list else item
+        """The protocol's JSON object for this accessory (camelCase keys, arrays as lists), with :attr:`extra`; its
+        keys are in sorted order, as accmond writes them, so ``json.dumps`` needs no ``sort_keys``."""
+        fields = self.__dict__
+        value = {wire: fields[attribute] for wire, attribute in _SORTED_FIELDS}
+        for wire in _SORTED_LISTS:
+            value[wire] = list(value[wire])
+        if self.extra:
+            value.update(self.extra)
+            value = dict(sorted(value.items()))
         return value
 
     @property
@@ -237,10 +243,12 @@ class AccessoryEvent:
         return event
 
     def to_json(self) -> Dict[str, Any]:
-        """The protocol's message for this event."""
-        value: Dict[str, Any] = {"type": self.change, "seq": self.seq, "accessory": self.accessory.to_json()}
+        """The protocol's message for this event, its keys in sorted order (see :meth:`Accessory.to_json`)."""
+        value: Dict[str, Any] = {"accessory": self.accessory.to_json()}
         if self.rejection is not None:
             value["rejected"] = self.rejection
+        value["seq"] = self.seq
+        value["type"] = self.change
         return value
 
 

@@ -13,10 +13,11 @@ and Core Bluetooth's state restoration (docs/SESSIONS.md).
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Type, Union
+from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Optional, Type, Union
 
 from .connection import Connection, open_connection
 from .errors import AccmonError, ProtocolError
@@ -55,7 +56,7 @@ class _Output:
     """The events handed to the app, waiting to be consumed."""
 
     def __init__(self) -> None:
-        self._items: List[Union[AccessoryEvent, _End]] = []
+        self._items: Deque[Union[AccessoryEvent, _End]] = collections.deque()
         self._event = asyncio.Event()
         self._error: Optional[BaseException] = None
 
@@ -74,7 +75,7 @@ class _Output:
             await self._event.wait()
         item = self._items[0]
         if item is not END:
-            del self._items[0]
+            self._items.popleft()
         elif self._error is not None:
             raise self._error
         return item
