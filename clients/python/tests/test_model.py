@@ -10,7 +10,8 @@ from typing import Any, Dict
 import pytest
 
 import accmon
-from accmon.model import ACCESSORY_FIELDS, Accessory, AccessoryEvent, Filter, Snapshot
+from accmon.filters import Filter
+from accmon.model import ACCESSORY_FIELDS, Accessory, AccessoryEvent, Snapshot
 from accmon.simulator import SimulatedDaemon
 from conftest import REPO_ROOT
 

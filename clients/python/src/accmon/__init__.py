@@ -25,7 +25,8 @@ from .errors import (
     ProtocolError,
     WaitTimeout,
 )
-from .model import KINDS, Accessory, AccessoryEvent, Filter, Snapshot, Status
+from .filters import Filter
+from .model import KINDS, Accessory, AccessoryEvent, Snapshot, Status
 from .session import ConnectionState, Session
 from .wire import DEFAULT_SOCKET, resolve_socket
 

@@ -18,7 +18,8 @@ from . import __version__
 from .client import Client
 from .commands import run_list, run_status, run_wait, run_watch
 from .errors import AccmonError, ConnectionClosed, DaemonUnreachable, PermissionDenied, ProtocolError, WaitTimeout
-from .model import KINDS, Filter, hex_id
+from .filters import Filter, hex_id
+from .model import KINDS
 from .wire import DEFAULT_SOCKET
 
 __all__ = ["Options", "UsageError", "exit_code", "main"]

@@ -17,7 +17,8 @@ from types import TracebackType
 from typing import Any, Deque, Dict, Iterator, Optional, Sequence, Type
 
 from .errors import ConnectionClosed, DaemonStopped, ProtocolError, WaitTimeout
-from .model import Accessory, AccessoryEvent, Filter, IdLike, Snapshot, Status
+from .filters import Filter, IdLike
+from .model import Accessory, AccessoryEvent, Snapshot, Status
 from .wire import LineBuffer, connect_error, decode, encode, expect_reply, hello_request, resolve_socket
 from .wire import simulated_accessory
 

@@ -18,7 +18,8 @@ from typing import Any, Dict, Generator, Optional, Sequence, Type
 
 from .errors import AccmonError, ProtocolError
 from .link import END, Link, PushQueue
-from .model import AccessoryEvent, Filter, IdLike, Snapshot, Status
+from .filters import Filter, IdLike
+from .model import AccessoryEvent, Snapshot, Status
 from .wire import connect_error, expect_reply, hello_request, resolve_socket, simulated_accessory
 
 __all__ = ["Connection", "Subscription", "connect"]

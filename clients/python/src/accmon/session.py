@@ -22,7 +22,8 @@ from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Optional, Ty
 from .connection import Connection, open_connection
 from .errors import AccmonError, ProtocolError
 from .link import END, PushQueue, _End
-from .model import Accessory, AccessoryEvent, Filter, IdLike, Snapshot
+from .filters import Filter, IdLike
+from .model import Accessory, AccessoryEvent, Snapshot
 from .reconcile import SessionView, daemon_view
 
 __all__ = ["ConnectionState", "Session"]

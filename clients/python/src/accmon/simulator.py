@@ -27,7 +27,8 @@ from types import TracebackType
 from typing import Any, Dict, List, Optional, Sequence, Type
 
 from .client import Client
-from .model import IdLike, Snapshot
+from .filters import IdLike
+from .model import Snapshot
 
 __all__ = ["ACCMOND_ENVIRONMENT_VARIABLE", "SimulatedDaemon", "find_accmond", "permissive_manifest"]
 

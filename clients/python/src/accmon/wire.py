@@ -12,7 +12,8 @@ import os
 from typing import Any, Dict, List, Optional, Sequence
 
 from .errors import AccmonError, DaemonUnreachable, PermissionDenied, ProtocolError
-from .model import KINDS, IdLike, hex_id
+from .filters import IdLike, hex_id
+from .model import KINDS
 
 __all__ = [
     "DEFAULT_SOCKET",
