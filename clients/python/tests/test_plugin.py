@@ -25,6 +25,12 @@ def test_the_readme_shows_the_example_test_as_it_is() -> None:
     assert EXAMPLE.read_text() in blocks
 
 
+def test_every_python_example_of_the_readmes_compiles() -> None:
+    for readme in (PYTHON_ROOT / "README.md", PYTHON_ROOT.parent.parent / "README.md"):
+        for index, block in enumerate(re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.DOTALL)):
+            compile(block, f"{readme}: python block {index + 1}", "exec")
+
+
 def run_pytest(*arguments: str, **environment: str) -> Tuple[int, str]:
     done = run_python(["-m", "pytest", "-p", "accmon.testing", "-q", "-p", "no:cacheprovider", *arguments],
                       timeout=120, **environment)  # fmt: skip
