@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -20,7 +20,7 @@ import accmon
 import accmon.wire
 from accmon.simulator import SimulatedDaemon
 from accmon.wire import accmond_running
-from conftest import ACCMOND, child_environment, require_root
+from conftest import ACCMOND, SOURCE, child_environment, require_root
 
 
 @pytest.fixture
@@ -81,32 +81,39 @@ print(json.dumps(outcome))
 """
 
 
-def as_nobody(*arguments: str) -> "subprocess.CompletedProcess[str]":
-    command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, *arguments]
-    return subprocess.run(command, capture_output=True, text=True, timeout=30, env=child_environment(), cwd="/")
+def as_nobody(source: str, *arguments: str) -> "subprocess.CompletedProcess[str]":
+    """Runs Debian's python3 as the user nobody, with the package copied to `source`, which nobody can read
+    wherever this tree is."""
+    command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", *arguments]
+    environment = child_environment(PYTHONPATH=source)
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, env=environment, cwd="/")
 
 
-def test_permission_denied_for_another_user_by_the_socket_and_by_the_daemon(accmond: SimulatedDaemon) -> None:
+def test_permission_denied_for_another_user_by_the_socket_and_by_the_daemon(
+    accmond: SimulatedDaemon, short_dir: str
+) -> None:
     require_root("setpriv to the user nobody")
+    shutil.copytree(SOURCE / "accmon", os.path.join(short_dir, "accmon"), ignore=shutil.ignore_patterns("__pycache__"))
+    os.chmod(short_dir, 0o755)
     accmond.plug(kind="usb", vendor="1209")
     os.chmod(accmond.directory, 0o755)
     os.chmod(accmond.socket, 0o755)  # accmond's default: only its owner may connect
-    refused = json.loads(as_nobody("-c", NOBODY_SCRIPT, accmond.socket).stdout)
+    refused = json.loads(as_nobody(short_dir, "-c", NOBODY_SCRIPT, accmond.socket).stdout)
     for name in ("list", "list_all", "simulate"):
         kind, code, message, is_permission_error = refused[name]
         assert (kind, code, is_permission_error) == ("PermissionDenied", "permission-denied", True)
         assert message.startswith(f"accmon: cannot connect to '{accmond.socket}': Permission denied; ")
-    cli = as_nobody("-m", "accmon", "--socket", accmond.socket, "list")
+    cli = as_nobody(short_dir, "-m", "accmon", "--socket", accmond.socket, "list")
     assert (cli.returncode, cli.stdout) == (77, "")
     assert "Permission denied; is this user in the 'accmon' group?" in cli.stderr
 
     os.chmod(accmond.socket, 0o777)  # now the daemon decides: nobody is not in the manifest's access or admins
-    answered = json.loads(as_nobody("-c", NOBODY_SCRIPT, accmond.socket).stdout)
+    answered = json.loads(as_nobody(short_dir, "-c", NOBODY_SCRIPT, accmond.socket).stdout)
     assert answered["list"] == ["ok", 0]  # connected, and sees nothing
     assert answered["list_all"][:2] == ["PermissionDenied", "permission-denied"]
     assert "list: all: nobody (uid 65534): only root and the manifest's admins may do this" in answered["list_all"][2]
     assert answered["simulate"][:2] == ["PermissionDenied", "permission-denied"]
-    cli = as_nobody("-m", "accmon", "--socket", accmond.socket, "list", "--all")
+    cli = as_nobody(short_dir, "-m", "accmon", "--socket", accmond.socket, "list", "--all")
     assert cli.returncode == 77 and "only root and the manifest's admins" in cli.stderr
 
 
