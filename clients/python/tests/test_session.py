@@ -9,6 +9,7 @@ from typing import Any, Coroutine, List, TypeVar
 import pytest
 
 import accmon
+import accmon.link
 from accmon.simulator import SimulatedDaemon
 
 T = TypeVar("T")
@@ -92,6 +93,31 @@ def test_the_session_reconnects_after_the_daemon_restarts_and_reconciles(accmond
     assert reconnecting[0].attempt == 1 and reconnecting[0].delay == pytest.approx(0.1)
     assert "accmond stopped: the daemon is shutting down" in reconnecting[0].reason
     assert states[-1].state == "closed"
+
+
+def test_an_app_that_lags_holds_a_bounded_queue_and_gets_every_event(accmond: SimulatedDaemon) -> None:
+    """Past 4096 unconsumed events the session takes no more from its connection (which in turn stops reading
+    past 4096)."""
+
+    async def scenario() -> None:
+        async with accmon.Session("slow", socket=accmond.socket) as session:
+
+            def plug_all() -> None:
+                with accmon.Client(accmond.socket) as driver:
+                    for index in range(6000):
+                        driver.simulate_connect("usb", vendor="1209", serial=f"S{index}")
+
+            await asyncio.get_running_loop().run_in_executor(None, plug_all)  # the loop reads meanwhile
+            await asyncio.sleep(0.2)
+            assert session._output is not None and len(session._output._items) == accmon.link.PAUSE_AT
+            # The rest waits in the connection's queue (which stops reading at PAUSE_AT: test_connection.py).
+            assert session._connection is not None and session._connection._link.pushes is not None
+            assert len(session._connection._link.pushes) == 6000 - accmon.link.PAUSE_AT
+            events = session.events()
+            seqs = [(await next_event(events)).seq for _ in range(6000)]
+            assert seqs == list(range(1, 6001))
+
+    run(scenario())
 
 
 def test_forget_makes_the_daemon_drop_the_session(accmond: SimulatedDaemon) -> None:

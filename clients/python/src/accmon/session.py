@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Optional, Ty
 
 from .connection import Connection, open_connection
 from .errors import AccmonError, ProtocolError
-from .link import END, PushQueue, _End
+from .link import END, PAUSE_AT, RESUME_BELOW, PushQueue, _End
 from .filters import Filter, IdLike
 from .model import Accessory, AccessoryEvent, Snapshot
 from .reconcile import SessionView, daemon_view
@@ -59,11 +59,20 @@ class _Output:
     def __init__(self) -> None:
         self._items: Deque[Union[AccessoryEvent, _End]] = collections.deque()
         self._event = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
         self._error: Optional[BaseException] = None
 
     def put(self, item: Union[AccessoryEvent, _End]) -> None:
         self._items.append(item)
         self._event.set()
+        if len(self._items) >= PAUSE_AT:
+            self._room.clear()
+
+    async def room(self) -> None:
+        """Returns once fewer than PAUSE_AT events wait: while the app lags that far behind, the session takes no
+        more from its connection, which then stops reading, so that accmond holds (and coalesces) the rest."""
+        await self._room.wait()
 
     def fail(self, error: BaseException) -> None:
         """Ends the output with `error`, raised to the consumer after the events already handed."""
@@ -77,6 +86,8 @@ class _Output:
         item = self._items[0]
         if item is not END:
             self._items.popleft()
+            if len(self._items) < RESUME_BELOW:
+                self._room.set()
         elif self._error is not None:
             raise self._error
         return item
@@ -256,6 +267,9 @@ class Session:
                         connection.close()
                         reason = str(error)
                         continue
+                    except BaseException:  # closed meanwhile: the new connection goes too
+                        connection.close()
+                        raise
                     attempt = 0
                     self._state(ConnectionState("connected"))
                     break
@@ -270,7 +284,8 @@ class Session:
     async def _forward(self, connection: Connection) -> str:
         """Hands the live events of `connection` to the app until it ends; returns why it ended."""
         pushes = connection._link.pushes
-        while pushes is not None:
+        while pushes is not None and self._output is not None:
+            await self._output.room()
             try:
                 item = await pushes.get()
             except AccmonError as error:
