@@ -7,10 +7,12 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator
 
@@ -243,3 +245,16 @@ def test_a_peer_that_does_not_speak_the_protocol_is_an_invalid_response(short_di
     server.close()
     assert caught.value.code == "invalid-response"
     assert str(caught.value).startswith("accmon: reply: accmond sent a line that is not JSON")
+
+
+def test_a_daemon_that_does_not_answer_in_time_is_connection_closed(accmond: SimulatedDaemon) -> None:
+    assert accmond.pid is not None
+    os.kill(accmond.pid, signal.SIGSTOP)  # the kernel still accepts the connection; nothing answers
+    try:
+        started = time.monotonic()
+        with pytest.raises(accmon.ConnectionClosed) as caught:
+            accmon.Client(timeout=0.3).list()
+        assert 0.3 <= time.monotonic() - started < 3
+    finally:
+        os.kill(accmond.pid, signal.SIGCONT)
+    assert str(caught.value) == "accmon: hello: no reply from accmond within 0.3 s"

@@ -63,8 +63,10 @@ class _BlockingLink:
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while True:
             reply = self._read_message(deadline)
-            if reply is None:
-                raise ConnectionClosed(f"accmon: {message['type']}: no reply from accmond within {self.timeout} s")
+            if reply is None:  # a daemon this late is stuck: the connection is given up
+                self._ended = ConnectionClosed(f"accmon: {message['type']}: no reply from accmond within {self.timeout} s")
+                self.close()
+                raise self._ended
             kind = reply["type"]
             if kind == "connect" or kind == "disconnect":
                 self._events.append(AccessoryEvent.from_message(reply))

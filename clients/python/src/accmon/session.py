@@ -13,15 +13,15 @@ and Core Bluetooth's state restoration (docs/SESSIONS.md).
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Optional, Type, Union
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Type, Union
 
 from .connection import Connection, open_connection
 from .errors import AccmonError, ProtocolError
-from .link import END, PAUSE_AT, RESUME_BELOW, PushQueue, _End
+from .link import END, PushQueue, _End
+from .output_queue import OutputQueue
 from .filters import Filter, IdLike
 from .model import Accessory, AccessoryEvent, Snapshot
 from .reconcile import SessionView, daemon_view
@@ -51,46 +51,6 @@ class ConnectionState:
     """For ``"reconnecting"``: seconds until the attempt."""
     reason: str = ""
     """For ``"reconnecting"``: why the previous connection or attempt failed."""
-
-
-class _Output:
-    """The events handed to the app, waiting to be consumed."""
-
-    def __init__(self) -> None:
-        self._items: Deque[Union[AccessoryEvent, _End]] = collections.deque()
-        self._event = asyncio.Event()
-        self._room = asyncio.Event()
-        self._room.set()
-        self._error: Optional[BaseException] = None
-
-    def put(self, item: Union[AccessoryEvent, _End]) -> None:
-        self._items.append(item)
-        self._event.set()
-        if len(self._items) >= PAUSE_AT:
-            self._room.clear()
-
-    async def room(self) -> None:
-        """Returns once fewer than PAUSE_AT events wait: while the app lags that far behind, the session takes no
-        more from its connection, which then stops reading, so that accmond holds (and coalesces) the rest."""
-        await self._room.wait()
-
-    def fail(self, error: BaseException) -> None:
-        """Ends the output with `error`, raised to the consumer after the events already handed."""
-        self._error = error
-        self.put(END)
-
-    async def get(self) -> Union[AccessoryEvent, _End]:
-        while not self._items:
-            self._event.clear()
-            await self._event.wait()
-        item = self._items[0]
-        if item is not END:
-            self._items.popleft()
-            if len(self._items) < RESUME_BELOW:
-                self._room.set()
-        elif self._error is not None:
-            raise self._error
-        return item
 
 
 class Session:
@@ -141,7 +101,7 @@ class Session:
         self.restored = False
         self._view = SessionView()
         self._connection: Optional[Connection] = None
-        self._output: Optional[_Output] = None
+        self._output: Optional[OutputQueue] = None
         self._task: Optional["asyncio.Task[None]"] = None
         self._closing = False
         self._unsent_ack: Optional[int] = None
@@ -164,7 +124,7 @@ class Session:
         """
         if self._task is not None:
             raise RuntimeError("Session: already started")
-        self._output = _Output()
+        self._output = OutputQueue()
         connection = await open_connection(self.socket, self.client_name, self.restore_id)
         try:
             await self._begin(connection)
