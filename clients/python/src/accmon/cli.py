@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Union
 
 from . import __version__
 from .client import Client
@@ -265,6 +265,19 @@ def _quiet_exit(signal_number: int, frame: object) -> None:
     raise SystemExit(EX_OK)
 
 
+async def _until_signalled(command: Coroutine[Any, Any, int]) -> int:
+    """Runs `command` until it ends, or until SIGINT or SIGTERM cancels it (exit 0): a session then closes as on any
+    end, with what was printed acknowledged, and nothing is interrupted between two awaits."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(command)
+    for number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(number, task.cancel)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        return EX_OK
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line `argv` (default: ``sys.argv[1:]``); returns the exit status."""
     parsed = _parse(sys.argv[1:] if argv is None else argv)
@@ -274,7 +287,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "list": lambda options: run_list(Client(options.socket, "python3 -m accmon"), options),
         "status": lambda options: run_status(Client(options.socket, "python3 -m accmon"), options),
         "wait": lambda options: run_wait(Client(options.socket, "python3 -m accmon", timeout=None), options),
-        "watch": lambda options: asyncio.run(run_watch(options)),
+        "watch": lambda options: asyncio.run(_until_signalled(run_watch(options))),
     }
     # Ctrl-C and SIGTERM end the command quietly with success, as they end `accmon watch`.
     signal.signal(signal.SIGTERM, _quiet_exit)

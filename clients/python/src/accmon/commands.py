@@ -119,10 +119,13 @@ async def run_watch(options: "Options") -> int:
         printer.snapshot(subscription.snapshot)
         printer.flush()
         waiting = subscription._pushes
-        async for event in subscription:
-            printer.event(event)
-            if not len(waiting):
-                printer.flush()
+        try:
+            async for event in subscription:
+                printer.event(event)
+                if not len(waiting):
+                    printer.flush()
+        finally:
+            printer.flush()  # what was received before Ctrl-C or the daemon's end
     return 0
 
 
