@@ -2,14 +2,14 @@
 # `make bench`: builds release binaries and the bench tools, then runs the measurements; one JSON line per
 # measurement on stdout (progress on stderr). See bench/README.md.
 #
-#   BENCH_SUITES   which to run, of: stream fanout memory startup instructions sysfs (default: all six)
+#   BENCH_SUITES   which to run, of: stream fanout memory startup instructions sysfs python (default: all seven)
 #   BENCH_REPEATS  repeats of each measurement (default 3; at least 5 for start-up, 11 for fan-out)
 #   BENCH_SCRATCH  the build directory (default /tmp/accmon-bench-build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 SCRATCH=${BENCH_SCRATCH:-/tmp/accmon-bench-build}
-SUITES=${BENCH_SUITES:-stream fanout memory startup instructions sysfs}
+SUITES=${BENCH_SUITES:-stream fanout memory startup instructions sysfs python}
 REPEATS=${BENCH_REPEATS:-3}
 
 # What the bench needs beyond the build: umockdev and its Python binding (the testbed), udevadm (the baseline), cc,
@@ -44,6 +44,7 @@ for suite in $SUITES; do
         startup) /usr/bin/python3 bench/startup.py "$BIN" --repeats "$(( REPEATS > 5 ? REPEATS : 5 ))" ;;
         instructions) /usr/bin/python3 bench/instructions.py "$BIN" "$TOOLS" "$CLIENT" ;;
         sysfs) /usr/bin/python3 bench/sysfs_read.py "$TOOLS" --repeats "$REPEATS" ;;
-        *) echo "bench: unknown suite '$suite' (stream fanout memory startup instructions sysfs)" >&2; exit 64 ;;
+        python) /usr/bin/python3 bench/python_client.py "$BIN" "$TOOLS" --repeats "$REPEATS" ;;
+        *) echo "bench: unknown suite '$suite' (stream fanout memory startup instructions sysfs python)" >&2; exit 64 ;;
     esac
 done

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make deb`: builds BUILD_DIR/accmon_<version>_amd64.deb from the source tree.
+# `make deb`: builds BUILD_DIR/accmon_<version>_amd64.deb from the source tree, then
+# BUILD_DIR/python3-accmon_<version>_all.deb (the Python client: packaging/build-python-deb.sh).
 #
 # Release binaries with --static-swift-stdlib (the target needs no Swift runtime) and --disable-local-rpath, stripped;
 # Depends from dpkg-shlibdeps; man pages generated from packaging/man/accmon.man.md and the binaries' --help; the
@@ -95,3 +96,6 @@ printf '%s\n' "$deb"
 printf 'Depends: %s\n' "$depends"
 printf 'size: %s bytes; binaries: accmond %s bytes, accmon %s bytes\n' "$(stat -c %s "$deb")" \
   "$(stat -c %s "$root/usr/sbin/accmond")" "$(stat -c %s "$root/usr/bin/accmon")"
+
+say "python3-accmon"
+packaging/build-python-deb.sh "$BUILD_DIR"
