@@ -89,7 +89,8 @@ let package = Package(
             dependencies: ["AccmondKit", "AccmonLogging", "AccmonOptions", "AccmonProtocol", "AccmonSys", "AccmonSystemd"],
             swiftSettings: strictSettings),
         .executableTarget(
-            name: "accmon", dependencies: ["AccmonClient", "AccmonManifest", "AccmonOptions", "AccmonSys"],
+            name: "accmon",
+            dependencies: ["AccmonClient", "AccmonManifest", "AccmonMQTT", "AccmonOptions", "AccmonSys"],
             swiftSettings: strictSettings),
         .executableTarget(
             name: "accmon-mqtt",

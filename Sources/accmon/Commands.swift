@@ -34,12 +34,13 @@ struct CommonOptions {
         """
 }
 
-/// The options `watch` and `list` share: `--json`, `--all`, the filter options and the common ones.
+/// The options `watch` and `list` share: `--json`, `--all`, the filter options, the fleet view's and the common ones.
 struct SelectionOptions {
     var common: CommonOptions
     var json = false
     var all = false
     var filter = AccessoryFilter()
+    var fleet = FleetOptions()
 
     /// Consumes `option` if it is one of these; returns whether it was.
     mutating func parse(_ option: String, _ arguments: inout OptionCursor) throws(UsageError) -> Bool {
@@ -48,6 +49,7 @@ struct SelectionOptions {
         case "--all": all = true
         default:
             if try common.parse(option, &arguments) { return true }
+            if try fleet.parse(option, &arguments) { return true }
             return try parseFilterOption(option, &arguments, into: &filter)
         }
         return true
@@ -60,6 +62,7 @@ struct WatchCommand: Command {
     static let usage = """
         Usage: accmon watch [--json] [--all] [--restore-id ID] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME]
                             [--socket PATH]
+               accmon watch --broker URL [--host GLOB] [--json] [FILTER OPTIONS] [BROKER OPTIONS]
 
         \(abstract)
         First prints the accessories connected now (as "present"), then one line per event: time, connect or
@@ -74,6 +77,10 @@ struct WatchCommand: Command {
                              with "restored":true), then what it missed; it reconnects by itself
         \(filterOptionsHelp)
         \(CommonOptions.help)
+
+        Fleet view (every host's bridge, through an MQTT broker; with --json: a "fleet" line, then "connect",
+        "disconnect" and "status" lines, each with its "host"):
+        \(FleetOptions.help)
 
         """
 
@@ -94,7 +101,11 @@ struct WatchCommand: Command {
             }
         }
         if all && restoreID != nil { throw UsageError("--all and --restore-id do not go together") }
+        fleetView = try selection.fleet.validate(restoreID: restoreID, all: all)
     }
+
+    /// Whether `--broker` asks for the fleet view.
+    var fleetView = false
 
     /// The first `--json` line of a session with a restore id.
     struct SessionLine: Encodable {
@@ -104,6 +115,10 @@ struct WatchCommand: Command {
     }
 
     func run() async throws(AccmonError) {
+        if fleetView {
+            try await selection.fleet.watch(filter: filter, json: json)
+            return
+        }
         if let restoreID {
             try await runSession(restoreID: restoreID)
             return
@@ -206,6 +221,7 @@ struct ListCommand: Command {
     static let abstract = "List the accessories connected now."
     static let usage = """
         Usage: accmon list [--json] [--all] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME] [--socket PATH]
+               accmon list --broker URL [--host GLOB] [--json] [FILTER OPTIONS] [BROKER OPTIONS]
 
         \(abstract)
 
@@ -215,6 +231,10 @@ struct ListCommand: Command {
           --all              also accessories the manifest rejected (root and the manifest's admins only)
         \(filterOptionsHelp)
         \(CommonOptions.help)
+
+        Fleet view (every host's bridge, through an MQTT broker; with --json:
+        {"version":1,"hosts":[{"host":...,"state":...,"status":{...},"accessories":[...]}]}):
+        \(FleetOptions.help)
 
         """
 
@@ -229,7 +249,11 @@ struct ListCommand: Command {
         while let option = try arguments.next() {
             if try !selection.parse(option, &arguments) { throw UsageError("unknown option '\(option)'") }
         }
+        fleetView = try selection.fleet.validate(restoreID: nil, all: all)
     }
+
+    /// Whether `--broker` asks for the fleet view.
+    var fleetView = false
 
     struct Output: Encodable {
         var version = jsonOutputVersion
@@ -239,6 +263,10 @@ struct ListCommand: Command {
     }
 
     func run() async throws(AccmonError) {
+        if fleetView {
+            try await selection.fleet.list(filter: filter, json: json)
+            return
+        }
         let connection = try await common.connect()
         let snapshot = try await connection.list(filter, includeRejected: all)
         connection.close()
