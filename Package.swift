@@ -133,6 +133,15 @@ let package = Package(
             ],
             swiftSettings: strictSettings),
         .testTarget(
+            name: "AccmonMQTTTests", dependencies: ["AccmonMQTT", "AccmonProtocol", "AccmonTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonBridgeTests",
+            dependencies: [
+                "AccmonBridge", "AccmonClient", "AccmonMQTT", "AccmonProtocol", "AccmonSys", "AccmonTestSupport",
+            ],
+            swiftSettings: strictSettings),
+        .testTarget(
             name: "AccmonIntegrationTests",
             dependencies: [
                 "AccmonClient", "AccmonDevices", "AccmonLogging", "AccmonProtocol", "AccmonSys", "AccmondKit",

@@ -24,7 +24,7 @@ public struct FleetTopics: Sendable, Hashable {
         if prefix.split(separator: "/", omittingEmptySubsequences: false).contains(where: \.isEmpty) {
             return "a prefix cannot start or end with '/' or hold an empty level ('//')"
         }
-        if prefix.unicodeScalars.contains(where: Self.mustBeEncoded) {
+        if prefix.unicodeScalars.contains(where: Self.isControlOrNoncharacter) {
             return "a prefix cannot hold control characters or non-characters"
         }
         return nil
@@ -124,8 +124,14 @@ public struct FleetTopics: Sendable, Hashable {
     static func mustBeEncoded(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x2F, 0x2B, 0x23, 0x25, 0x24: true  // / + # % $
-        case 0x00...0x1F, 0x7F...0x9F: true  // control characters
-        case 0xFDD0...0xFDEF: true  // non-characters
+        default: isControlOrNoncharacter(scalar)
+        }
+    }
+
+    /// Control characters (U+0000–U+001F, U+007F–U+009F) and non-characters, which MQTT topics should not hold.
+    static func isControlOrNoncharacter(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F, 0xFDD0...0xFDEF: true
         case _ where scalar.value & 0xFFFE == 0xFFFE: true  // U+xFFFE and U+xFFFF in every plane
         default: false
         }
