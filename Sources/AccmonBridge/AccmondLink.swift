@@ -123,6 +123,7 @@ final class AccmondLink {
     func setSuspended(_ suspended: Bool) {
         guard isLive, suspended != isSuspended else { return }
         isSuspended = suspended
+        logger.debug(suspended ? "accmond: suspend (the broker is not ready)" : "accmond: resume")
         send(suspended ? .suspend : .resume)
     }
 

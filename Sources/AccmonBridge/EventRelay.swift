@@ -43,6 +43,9 @@ struct EventRelay {
     private var ledger = PublicationLedger<RelayedEvent>()
     /// The highest sequence number acknowledged in the current accmond session.
     private var acknowledged: UInt64 = 0
+    /// Whether a publication failed because the connection did (its loss is reported next): publish nothing more on
+    /// it, so that nothing after the failed event can be acknowledged before it.
+    private var connectionFailed = false
 
     init(topics: FleetTopics, host: String) {
         self.topics = topics
@@ -69,7 +72,7 @@ struct EventRelay {
         case .connect: view[accessory.connectionID] = accessory
         case .disconnect: view[accessory.connectionID] = nil
         }
-        guard let publisher else {
+        guard let publisher, !connectionFailed else {
             waiting.append(relayed)
             return []
         }
@@ -80,6 +83,7 @@ struct EventRelay {
     /// synchronization (an event line may so reach the events topic twice).
     mutating func brokerLost() {
         waiting = ledger.removeAll() + waiting
+        connectionFailed = false
     }
 
     /// The broker's retained accessory topics of this host were read back (`retained`, topic to payload): publishes
@@ -90,19 +94,22 @@ struct EventRelay {
     ) {
         let desired = Dictionary(view.values.map { (topic(of: $0), Self.payload(of: $0)) }) { first, _ in first }
         let publications = RetainedReconciliation.publications(desired: desired, retained: retained)
+        connectionFailed = false
         var notes: [RelayNote] = []
         var messages: [Int32] = []
-        for publication in publications {
-            do {
-                messages.append(try publisher.publish(topic: publication.topic, payload: publication.payload, retained: true))
-            } catch {
-                notes.append(.skipped(topic: publication.topic, error))
-            }
+        for publication in publications where !connectionFailed {
+            send(publication.topic, publication.payload, retained: true, publisher, into: &messages, notes: &notes)
         }
-        ledger.record(sequence: nil, messages: messages, keeping: nil)
+        ledger.record(sequence: nil, messages: messages, keeping: nil, incomplete: connectionFailed)
         let events = waiting
         waiting = []
-        for relayed in events { notes += publish(relayed, retainedToo: false, publisher) }
+        for relayed in events {
+            if connectionFailed {
+                waiting.append(relayed)
+            } else {
+                notes += publish(relayed, retainedToo: false, publisher)
+            }
+        }
         return (notes, publications.count)
     }
 
@@ -134,23 +141,31 @@ struct EventRelay {
     ) -> [RelayNote] {
         var notes: [RelayNote] = []
         var messages: [Int32] = []
-        var publications: [(topic: String, payload: [UInt8], retained: Bool)] = []
         if retainedToo {
             let accessory = relayed.event.accessory
-            publications.append(
-                (topic(of: accessory), relayed.event.change == .connect ? Self.payload(of: accessory) : [], true))
+            let payload = relayed.event.change == .connect ? Self.payload(of: accessory) : []
+            send(topic(of: accessory), payload, retained: true, publisher, into: &messages, notes: &notes)
         }
-        publications.append((topics.events(host: host), relayed.line, false))
-        for publication in publications {
-            do {
-                messages.append(
-                    try publisher.publish(
-                        topic: publication.topic, payload: publication.payload, retained: publication.retained))
-            } catch {
-                notes.append(.skipped(topic: publication.topic, error))
-            }
+        if !connectionFailed {
+            send(topics.events(host: host), relayed.line, retained: false, publisher, into: &messages, notes: &notes)
         }
-        ledger.record(sequence: relayed.event.sequence, messages: messages, keeping: relayed)
+        ledger.record(
+            sequence: relayed.event.sequence, messages: messages, keeping: relayed, incomplete: connectionFailed)
         return notes
+    }
+
+    /// Publishes one message, adding its id to `messages`; a message MQTT cannot carry is skipped with a note, and a
+    /// failed connection marks the relay until the next synchronization.
+    private mutating func send(
+        _ topic: String, _ payload: [UInt8], retained: Bool, _ publisher: any MessagePublisher,
+        into messages: inout [Int32], notes: inout [RelayNote]
+    ) {
+        do {
+            messages.append(try publisher.publish(topic: topic, payload: payload, retained: retained))
+        } catch where error.code == .invalidMessage {
+            notes.append(.skipped(topic: topic, error))
+        } catch {
+            connectionFailed = true
+        }
     }
 }

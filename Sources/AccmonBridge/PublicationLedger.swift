@@ -26,11 +26,12 @@ struct PublicationLedger<Kept> {
     var count: Int { entries.count - head }
 
     /// Records a unit of publication: `messages` are the ids of its publications; `kept` is what to publish again if
-    /// the connection is lost before it is done.
-    mutating func record(sequence: UInt64?, messages: [Int32], keeping kept: Kept?) {
+    /// the connection is lost before it is done. With `incomplete`, a publication of it could not be sent on this
+    /// connection: the entry is never done, and waits for ``removeAll()`` to hand it back.
+    mutating func record(sequence: UInt64?, messages: [Int32], keeping kept: Kept?, incomplete: Bool = false) {
         let index = dropped + entries.count
         for message in messages { entryOfMessage[message] = index }
-        entries.append(Entry(sequence: sequence, outstanding: messages.count, kept: kept))
+        entries.append(Entry(sequence: sequence, outstanding: messages.count + (incomplete ? 1 : 0), kept: kept))
     }
 
     /// Confirms message `id` (its PUBACK arrived); returns whether it was one of the ledger's.

@@ -68,6 +68,8 @@ final class FleetSession {
     private var marker: (messageID: Int32, token: [UInt8])?
     private var markerArrived = false
     private var changes: [FleetChange] = []
+    /// Whether the first full read is done: from then on, a host that appears has its accessories subscribed at once.
+    private var following = false
 
     init(settings: BrokerSettings, topics: FleetTopics) {
         self.settings = settings
@@ -121,6 +123,7 @@ final class FleetSession {
     private func synchronize() throws(MQTTError) {
         client = nil
         connected = false
+        following = false
         state = FleetState(topics: topics)
         subscribedHosts = []
         changes = []
@@ -136,6 +139,7 @@ final class FleetSession {
             try awaitMarker()
         }
         changes = []
+        following = true
     }
 
     private func subscribe(_ filters: [String]) throws(MQTTError) {
@@ -210,8 +214,7 @@ final class FleetSession {
             }
             changes += state.apply(topic: topic, payload: payload)
             // A host that appears while following: read its accessories too (they arrive as changes).
-            if connected, subscribedHosts.count > 0, marker != nil,
-                let level = state.hosts.keys.first(where: { !subscribedHosts.contains($0) }), let client
+            if following, let level = state.hosts.keys.first(where: { !subscribedHosts.contains($0) }), let client
             {
                 subscribedHosts.insert(level)
                 _ = try? client.subscribe([topics.accessories(hostLevel: level)])  // try?: a failure ends the connection, reported by its event

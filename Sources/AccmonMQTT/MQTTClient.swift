@@ -141,15 +141,17 @@ public final class MQTTClient {
     /// Publishes with QoS 1; returns the message id that ``Event/published(messageID:error:)`` will carry. Queued by
     /// libmosquitto beyond the broker's in-flight window.
     ///
-    /// - Throws: ``MQTTError`` when the message cannot be sent at all (topic not valid UTF-8, packet too large for
-    ///   the broker, no connection).
+    /// - Throws: ``MQTTError`` with ``MQTTError/Code/invalidMessage`` when MQTT cannot carry the message (topic not
+    ///   valid UTF-8 or too long, packet too large for the broker); with another code when the connection failed.
     public func publish(topic: String, payload: [UInt8], retained: Bool) throws(MQTTError) -> Int32 {
         var messageID: Int32 = 0
         let status = payload.withUnsafeBytes { raw in
             mosquitto_publish_v5(handle, &messageID, topic, Int32(raw.count), raw.baseAddress, 1, retained, nil)
         }
         guard status == MOSQ_ERR_SUCCESS.rawValue else {
-            throw MQTTError.library(status, "mqtt: publish to '\(topic)'")
+            let error = MQTTError.library(status, "mqtt: publish to '\(topic)'")
+            // Here an invalid argument is the topic (too long for MQTT, or a wildcard in it).
+            throw status == MOSQ_ERR_INVAL.rawValue ? MQTTError(.invalidMessage, error.message) : error
         }
         return messageID
     }

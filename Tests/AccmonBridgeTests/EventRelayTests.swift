@@ -21,12 +21,15 @@ private final class FakeBroker: MessagePublisher {
     /// The event lines that reached the events topic, as text (readable in a failure).
     var lines: Set<String> = []
     var nextID: Int32 = 1
+    /// The connection broke without the client knowing yet: every publication fails as a write would.
+    var failing = false
     let eventsTopic: String
 
     init(eventsTopic: String) { self.eventsTopic = eventsTopic }
 
     func publish(topic: String, payload: [UInt8], retained: Bool) throws(MQTTError) -> Int32 {
         if topic.contains("unpublishable") { throw MQTTError(.invalidMessage, "mqtt: publish to '\(topic)': too long") }
+        if failing { throw MQTTError(.unreachable, "mqtt: publish to '\(topic)': Broken pipe") }
         defer { nextID += 1 }
         sending.append(Message(id: nextID, topic: topic, payload: payload, retained: retained))
         return nextID
@@ -44,6 +47,7 @@ private final class FakeBroker: MessagePublisher {
         for _ in 0..<min(count, sending.count) { applyNext() }
         sending = []
         unconfirmed = []
+        failing = false
     }
 }
 
@@ -63,6 +67,11 @@ private final class FakeBroker: MessagePublisher {
         broker.retained["accmon/h/accessories/ghost/99"] = Array("{}".utf8)
         relay.beginSession([])
         func synchronize() {
+            if broker.failing {
+                // The broken connection is noticed before any synchronization: it ends.
+                broker.lose(arriving: Int(random.next(below: 4)))
+                relay.brokerLost()
+            }
             while !broker.sending.isEmpty { broker.applyNext() }
             let read = broker.retained.filter { $0.key.hasPrefix("accmon/h/accessories/") }
             _ = relay.synchronized(retained: read, publisher: broker)
@@ -105,8 +114,10 @@ private final class FakeBroker: MessagePublisher {
                     relay.brokerLost()
                     ready = false
                 }
-            case 17, 18:
+            case 17:
                 if !ready { synchronize() }
+            case 18:
+                if ready { broker.failing = true }  // the loss is noticed at the next "lose" step
             default:
                 // accmond's session starts again with the same truth (a daemon restart); the broker is synchronized.
                 relay.beginSession(Array(truth.values))
@@ -114,7 +125,7 @@ private final class FakeBroker: MessagePublisher {
                 ready = false
             }
         }
-        if !ready { synchronize() }
+        if !ready || broker.failing { synchronize() }
         while !broker.sending.isEmpty { broker.applyNext() }
         for id in broker.unconfirmed { _ = relay.confirmed(id, error: nil) }
         broker.unconfirmed = []
@@ -123,9 +134,10 @@ private final class FakeBroker: MessagePublisher {
         #expect(relay.view == truth)
         let expected = Dictionary(
             uniqueKeysWithValues: truth.values.filter { !$0.accessoryID.contains("unpublishable") }.map {
-                (relay.topic(of: $0), EventRelay.payload(of: $0))
+                (relay.topic(of: $0), String(decoding: EventRelay.payload(of: $0), as: UTF8.self))
             })
-        #expect(broker.retained.filter { $0.key.hasPrefix("accmon/h/accessories/") } == expected)
+        let retained = broker.retained.filter { $0.key.hasPrefix("accmon/h/accessories/") }
+        #expect(retained.mapValues { String(decoding: $0, as: UTF8.self) } == expected)
         for (seq, line) in lineOf where seq > sessionStart {
             #expect(broker.lines.contains(String(decoding: line, as: UTF8.self)), "the line of seq \(seq) never reached the broker")
         }
