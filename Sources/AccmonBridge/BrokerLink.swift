@@ -24,7 +24,7 @@ final class BrokerLink {
         case waiting(until: UInt64)
         case connecting(deadline: UInt64)
         case subscribing(messageID: Int32, deadline: UInt64)
-        case awaitingMarker(token: [UInt8], deadline: UInt64)
+        case awaitingMarker(token: [UInt8], messageID: Int32, deadline: UInt64)
         case ready
         case stopping(statusMessageID: Int32?, deadline: UInt64)
         case stopped
@@ -48,6 +48,8 @@ final class BrokerLink {
     private var lastFailure = ""
     private var synchronizations = 0
     private var resyncDue: UInt64?
+    /// The message id of the last online status published.
+    private var statusMessageID: Int32?
 
     init(settings: BrokerSettings, topics: FleetTopics, host: String, clientID: String, online: HostStatus, logger: Logger) {
         self.settings = settings
@@ -67,7 +69,7 @@ final class BrokerLink {
     var nextDeadline: UInt64? {
         switch phase {
         case .waiting(let until): until
-        case .connecting(let deadline), .subscribing(_, let deadline), .awaitingMarker(_, let deadline),
+        case .connecting(let deadline), .subscribing(_, let deadline), .awaitingMarker(_, _, let deadline),
             .stopping(_, let deadline):
             deadline
         case .ready: resyncDue
@@ -94,7 +96,7 @@ final class BrokerLink {
             connect(now: now)
         case .connecting(let deadline) where now >= deadline,
             .subscribing(_, let deadline) where now >= deadline,
-            .awaitingMarker(_, let deadline) where now >= deadline:
+            .awaitingMarker(_, _, let deadline) where now >= deadline:
             outcomes += fail(MQTTError(.unreachable, "mqtt: \(settings.address): no answer within 10 s"), now: now)
         case .ready where resyncDue.map { now >= $0 } ?? false:
             synchronize(now: now)
@@ -192,13 +194,25 @@ final class BrokerLink {
             }
             let token = Array("\(online.runID) \(synchronizations)".utf8)
             do {
-                _ = try client?.publish(topic: topics.sync(host: host), payload: token, retained: false)
-                phase = .awaitingMarker(token: token, deadline: now + Self.stepTimeout)
+                guard let client else { break }
+                let messageID = try client.publish(topic: topics.sync(host: host), payload: token, retained: false)
+                phase = .awaitingMarker(token: token, messageID: messageID, deadline: now + Self.stepTimeout)
             } catch {
                 return fail(error, now: now)
             }
         case .published(let messageID, let error):
             if case .stopping(let statusID?, _) = phase, statusID == messageID { client?.disconnect() }
+            if let error, case .awaitingMarker(_, messageID, _) = phase {
+                return fail(
+                    MQTTError(
+                        error.code,
+                        "mqtt: the broker refused the marker on '\(topics.sync(host: host))' (\(error.message)); may "
+                            + "this user write under '\(topics.prefix)/\(FleetTopics.encodeLevel(host))/'? (docs/MQTT.md, ACL)"),
+                    now: now)
+            }
+            if let error, messageID == statusMessageID {
+                logger.error("mqtt: the broker refused the status of host '\(host)': \(error.message)")
+            }
             return [.published(messageID: messageID, error: error)]
         case .message(let topic, let payload, _):
             return message(topic: topic, payload: payload, now: now)
@@ -208,7 +222,7 @@ final class BrokerLink {
 
     private func message(topic: String, payload: [UInt8], now: UInt64) -> [Outcome] {
         switch phase {
-        case .awaitingMarker(let token, _) where topic == topics.sync(host: host):
+        case .awaitingMarker(let token, _, _) where topic == topics.sync(host: host):
             if payload == token { return finishSynchronization() }
         case .subscribing, .awaitingMarker:
             if topic != topics.sync(host: host) { retained[topic] = payload.isEmpty ? nil : payload }
@@ -260,7 +274,7 @@ final class BrokerLink {
 
     private func publishStatus() {
         do {
-            _ = try client?.publish(topic: topics.status(host: host), payload: online.payload, retained: true)
+            statusMessageID = try client?.publish(topic: topics.status(host: host), payload: online.payload, retained: true)
         } catch {
             logger.error("mqtt: cannot publish the status of host '\(host)': \(error)")
         }

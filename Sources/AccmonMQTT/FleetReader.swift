@@ -189,18 +189,19 @@ final class FleetSession {
     private func handle(_ event: MQTTClient.Event) {
         switch event {
         case .connected(nil): connected = true
-        case .connected(let error?): failure = error
-        case .disconnected(let error): failure = error ?? MQTTError(.unreachable, "mqtt: \(settings.address): disconnected")
+        case .connected(let error?): failure = failure ?? error
+        case .disconnected(let error):
+            failure = failure ?? error ?? MQTTError(.unreachable, "mqtt: \(settings.address): disconnected")
         case .subscribed(let messageID, let refused):
             if messageID == awaitedSubscription { awaitedSubscription = nil }
             if !refused.isEmpty {
-                failure = MQTTError(
+                failure = failure ?? MQTTError(
                     .notAuthorized,
                     "mqtt: \(settings.address): the broker refused a subscription under '\(topics.prefix)/': may "
                         + "this user read the fleet's topics? (docs/MQTT.md, ACL)")
             }
         case .published(let messageID, let error?) where messageID == marker?.messageID:
-            failure = MQTTError(
+            failure = failure ?? MQTTError(
                 error.code,
                 "mqtt: \(settings.address): the broker refused the end marker on "
                     + "'\(topics.readerSync(clientID: clientID))' (\(error.message)): readers must be allowed to "

@@ -65,6 +65,10 @@ public final class MQTTClient {
     private var events: [Event] = []
     /// The last error libmosquitto logged (OpenSSL's reason for a failed handshake, for one), for messages.
     private var lastLoggedError: String?
+    /// Whether the broker accepted CONNECT: a failure before is a failed connection, after it a lost one.
+    private var accepted = false
+    /// Whether the connection's end was reported.
+    private var ended = false
 
     /// Creates a client with its settings; nothing connects before ``connect()``.
     ///
@@ -124,13 +128,23 @@ public final class MQTTClient {
     public var wantsWrite: Bool { mosquitto_want_write(handle) }
 
     /// Reads what the socket holds and handles it (acknowledgements, messages); call when it is readable.
-    public func read() { _ = mosquitto_loop_read(handle, 1) }
+    public func read() { endIfFailed(mosquitto_loop_read(handle, 1)) }
 
     /// Writes what is waiting; call when the socket is writable.
-    public func write() { _ = mosquitto_loop_write(handle, 1) }
+    public func write() { endIfFailed(mosquitto_loop_write(handle, 1)) }
 
     /// Keep-alive pings and their timeout; call at least once a second while connected.
-    public func housekeeping() { _ = mosquitto_loop_misc(handle) }
+    public func housekeeping() { endIfFailed(mosquitto_loop_misc(handle)) }
+
+    /// Reports the end of the connection when a loop step failed without libmosquitto calling back (a failed TLS
+    /// handshake returns its error and nothing else).
+    private func endIfFailed(_ status: Int32) {
+        guard !ended, status != MOSQ_ERR_SUCCESS.rawValue, status != MOSQ_ERR_NO_CONN.rawValue,
+            status != MOSQ_ERR_CONN_PENDING.rawValue
+        else { return }
+        ended = true
+        events.append(.disconnected(error: disconnection(status)))
+    }
 
     /// The events since the last call, in order.
     public func takeEvents() -> [Event] {
@@ -215,11 +229,13 @@ public final class MQTTClient {
     private func installCallbacks() {
         mosquitto_connect_v5_callback_set(handle) { _, userdata, reasonCode, _, _ in
             let client = MQTTClient.client(userdata)
-            let error = reasonCode == 0 ? nil : MQTTError.reason(reasonCode, "mqtt: \(client.endpoint): connect")
-            client.events.append(.connected(error: error))
+            client.accepted = reasonCode == 0
+            client.events.append(.connected(error: reasonCode == 0 ? nil : client.refusal(reasonCode)))
         }
         mosquitto_disconnect_v5_callback_set(handle) { _, userdata, status, _ in
             let client = MQTTClient.client(userdata)
+            guard !client.ended else { return }
+            client.ended = true
             client.events.append(.disconnected(error: client.disconnection(status)))
         }
         mosquitto_publish_v5_callback_set(handle) { _, userdata, messageID, reasonCode, _ in
@@ -246,11 +262,22 @@ public final class MQTTClient {
         }
     }
 
+    /// The error for a refused CONNECT: a refused login (bad user name or password, not authorized: mosquitto answers
+    /// a wrong password with the latter) says what to check.
+    private func refusal(_ reasonCode: Int32) -> MQTTError {
+        let error = MQTTError.reason(reasonCode, "mqtt: \(endpoint): connect")
+        guard error.code == .credentials || error.code == .notAuthorized else { return error }
+        return MQTTError(
+            .credentials,
+            "\(error.message): the broker refused the login; check the user name, the password file and the client "
+                + "certificate")
+    }
+
     /// The error for a disconnection status: a libmosquitto error (below 128) or the reason code of the broker's
     /// DISCONNECT; `nil` for a disconnection this client asked for.
     private func disconnection(_ status: Int32) -> MQTTError? {
         if status == 0 { return nil }
-        let context = "mqtt: \(endpoint): connection lost"
+        let context = accepted ? "mqtt: \(endpoint): connection lost" : "mqtt: \(endpoint): connect"
         if status >= 128 { return MQTTError.reason(status, context) }
         if status == MOSQ_ERR_ERRNO.rawValue {
             return MQTTError(.unreachable, "\(context): \(Errno.current)")
