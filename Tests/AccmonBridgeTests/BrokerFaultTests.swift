@@ -18,6 +18,11 @@ extension BridgeProcessTests {
                 try await BridgedHost.start(name: "rack-a", broker: broker.url),
                 try await BridgedHost.start(name: "rack-b", broker: broker.url),
             ]
+            for host in hosts { #expect(await waitFor("mqtt: synchronized") { host.bridgeLog }) }
+            let watch = try ChildProcess(
+                try Binaries.accmon, ["watch", "--broker", broker.url, "--json"], name: "watch",
+                directory: broker.directory)
+            #expect(await waitFor(#""type":"fleet""#) { watch.stdout })
             var random = SplitMix64(seed: SplitMix64.testSeed())
             let seeds = (0..<2).map { _ in random.next() }
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -48,6 +53,11 @@ extension BridgeProcessTests {
             for host in hosts {
                 #expect(host.bridgeLog.contains("mqtt: mqtt://127.0.0.1:\(broker.port): connection lost"), "\(host.logTail())")
             }
+            // accmon watch --broker followed through the outage: it reconnected and ends with the truth.
+            var truths: [String: Set<UInt64>] = [:]
+            for host in hosts { truths[host.name] = Set(try await host.truth().keys) }
+            #expect(await eventuallyHolds { watchView(watch.stdout) == truths }, "\(watch.stderr)")
+            #expect(watch.stderr.contains("reconnecting in"), "\(watch.stderr)")
             // The independent reader agrees: as many accessory topics as connections.
             let retained = try await retainedWithMosquittoSub(broker)
             var expected = 0
@@ -160,6 +170,40 @@ extension BridgeProcessTests {
             // Each takeover ends the bridge's connection; publications cut off are published again, never skipped.
             #expect(host.bridgeLog.components(separatedBy: "connection lost").count > 3, "\(host.logTail())")
             #expect(!host.bridgeLog.contains("skipped"), "\(host.logTail())")
+        }
+
+        /// A will of an earlier run (or any offline status) arriving while the bridge is online does not leave the
+        /// host offline: the bridge, which watches its own status topic, publishes online again.
+        @Test func aLateWillOfAnEarlierRunDoesNotMarkALiveHostOffline() async throws {
+            let broker = try await Mosquitto.start()
+            let host = try await BridgedHost.start(name: "lab-6", broker: broker.url, machineID: "feedfacefeedface")
+            #expect(await waitFor("mqtt: synchronized") { host.bridgeLog })
+            let live = try #require(try await fleetState(broker).hosts["lab-6"]?.status)
+            let lateWill = HostStatus(
+                state: .offline, host: "lab-6", machineID: "feedfacefeedface", runID: "an-earlier-run",
+                since: live.since - 100, bridge: live.bridge, reason: "connection-lost")
+            let published = try await run(
+                URL(fileURLWithPath: "/usr/bin/mosquitto_pub"),
+                ["-p", String(broker.port), "-r", "-q", "1", "-t", "accmon/lab-6/status", "-m",
+                 String(decoding: lateWill.payload, as: UTF8.self)], in: broker.directory)
+            #expect(published.termination == .exited(0))
+            #expect(await waitFor("publishing online again") { host.bridgeLog }, "\(host.logTail())")
+            #expect(await eventuallyHolds { (try? await fleetState(broker))?.hosts["lab-6"]?.status == live })  // try?: polled again
+        }
+
+        /// Two machines publishing under one host name are told apart by their machine ids; each bridge says so.
+        @Test func twoMachinesUnderOneHostNameAreReported() async throws {
+            let broker = try await Mosquitto.start()
+            let first = try await BridgedHost.start(name: "twin", broker: broker.url, machineID: "aaaaaaaaaaaaaaaa")
+            #expect(await waitFor("mqtt: synchronized") { first.bridgeLog })
+            let second = try await BridgedHost.start(name: "twin", broker: broker.url, machineID: "bbbbbbbbbbbbbbbb")
+            #expect(await waitFor("mqtt: synchronized") { second.bridgeLog })
+            #expect(
+                await waitFor("another machine (machine id bbbbbbbbbbbbbbbb) publishes as host 'twin'") {
+                    first.bridgeLog
+                }, "\(first.logTail())")
+            let status = try #require(try await fleetState(broker).hosts["twin"]?.status)
+            #expect(status.machineID == "bbbbbbbbbbbbbbbb", "the later one's status stays: no fight")
         }
     }
 }
