@@ -68,6 +68,14 @@ class Rig:
         self.work = work
         self.port = free_port()
         self.processes = []
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self):
+        work = self.work
         with open(os.path.join(work, "mosquitto.conf"), "w") as conf:
             conf.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\nuser root\n"
                        "log_type error\n")

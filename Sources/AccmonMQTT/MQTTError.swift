@@ -39,7 +39,8 @@ public struct MQTTError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The error for libmosquitto's return value `status` (`MOSQ_ERR_*`), with `context` in front; `detail` (the
     /// last error libmosquitto logged, such as OpenSSL's reason) added when there is one.
     static func library(_ status: Int32, _ context: String, detail: String? = nil) -> MQTTError {
-        let reason = String(cString: mosquitto_strerror(status))
+        var reason = String(cString: mosquitto_strerror(status))
+        if reason.hasSuffix(".") { reason.removeLast() }
         let code: Code
         switch mosq_err_t(rawValue: status) {
         case MOSQ_ERR_TLS, MOSQ_ERR_TLS_HANDSHAKE, MOSQ_ERR_OCSP: code = .tls

@@ -58,4 +58,14 @@ import Testing
         #expect(cli.termination == .exited(64), "\(cli)")
         #expect(cli.stderr.hasPrefix("Error: --password: a password on the command line is visible to every user"))
     }
+
+    @Test func anUnreachableBrokerIsExit69ForTheFleetView() async throws {
+        let port = try freeTCPPort()
+        let result = try await run(try Binaries.accmon, ["list", "--broker", "mqtt://127.0.0.1:\(port)"], in: directory)
+        #expect(result.termination == .exited(69), "\(result)")
+        #expect(result.stderr == "accmon: mqtt: mqtt://127.0.0.1:\(port): connect: Connection refused\n", "\(result)")
+        let usage = try await run(try Binaries.accmon, ["list", "--host", "lab-*"], in: directory)
+        #expect(usage.termination == .exited(64), "\(usage)")
+        #expect(usage.stderr.hasPrefix("Error: --host, --prefix and the broker's login options need --broker URL"))
+    }
 }
