@@ -210,7 +210,8 @@ final class AccmondLink {
         case .permissionDenied, .notPermitted:
             "accmond: cannot connect to '\(error.path)': \(error.errno); is the service's user in the 'accmon' group?"
         default:
-            "accmond: cannot connect to '\(error.path)': \(error.errno); is accmond running? (`systemctl status accmond`)"
+            "accmond: cannot connect to '\(error.path)': \(error.errno); is accmond running? "
+                + "(`systemctl status accmond`)"
         }
     }
 }

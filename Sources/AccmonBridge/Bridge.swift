@@ -166,8 +166,10 @@ public final class Bridge {
             case .event(let relayed):
                 logger.debug(
                     "\(relayed.event.change.rawValue) \(relayed.event.accessory.accessoryID)",
-                    ["accessory.connection": relayed.event.accessory.connectionID.description,
-                     "event.seq": String(relayed.event.sequence)])
+                    [
+                        "accessory.connection": relayed.event.accessory.connectionID.description,
+                        "event.seq": String(relayed.event.sequence),
+                    ])
                 log(relay.receive(relayed, publisher: broker.publisher))
             }
         }
@@ -181,7 +183,8 @@ public final class Bridge {
                 let (notes, corrected) = relay.synchronized(retained: retained, publisher: publisher)
                 log(notes)
                 logger.info(
-                    "mqtt: synchronized: \(retained.count) retained accessory topics read back, \(corrected) corrected, "
+                    "mqtt: synchronized: \(retained.count) retained accessory topics read back, "
+                        + "\(corrected) corrected, "
                         + "\(relay.view.count) accessories connected")
             case .published(let messageID, let error):
                 if let note = relay.confirmed(messageID, error: error) { log([note]) }

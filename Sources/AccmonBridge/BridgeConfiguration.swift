@@ -75,7 +75,8 @@ public struct BridgeConfiguration: Sendable, Hashable {
                 reader.report(position, "passwordFile: '\(passwordFile)': \(error.reason)")
             }
         }
-        return reader.problems.isEmpty ? .success(parsed.configuration) : .failure(ConfigurationProblems(reader.problems))
+        return reader.problems.isEmpty
+            ? .success(parsed.configuration) : .failure(ConfigurationProblems(reader.problems))
     }
 
     /// The configuration `contents` (the file at `path`) describes, checked but without reading the files it names.
@@ -87,7 +88,9 @@ public struct BridgeConfiguration: Sendable, Hashable {
         switch PositionedJSON.parse(contents) {
         case .success(let value): root = value
         case .failure(let error):
-            return .failure(ConfigurationProblems([ConfigurationProblem(file: path, position: error.position, reason: error.reason)]))
+            return .failure(
+                ConfigurationProblems([ConfigurationProblem(file: path, position: error.position, reason: error.reason)]
+                ))
         }
         guard let members = reader.members(of: root, known: keys, refusals: refusals) else {
             return .failure(ConfigurationProblems(reader.problems))
@@ -113,7 +116,8 @@ public struct BridgeConfiguration: Sendable, Hashable {
         }
         if (members["certificate"] == nil) != (members["key"] == nil) {
             let given = members["certificate"] ?? members["key"]!
-            reader.report(given.keyPosition, "\(given.key): a client certificate needs both \"certificate\" and \"key\"")
+            reader.report(
+                given.keyPosition, "\(given.key): a client certificate needs both \"certificate\" and \"key\"")
         }
         let username = reader.string(members["username"])
         let passwordFile = reader.string(members["passwordFile"])

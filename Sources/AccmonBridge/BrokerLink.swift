@@ -51,7 +51,10 @@ final class BrokerLink {
     /// The message id of the last online status published.
     private var statusMessageID: Int32?
 
-    init(settings: BrokerSettings, topics: FleetTopics, host: String, clientID: String, online: HostStatus, logger: Logger) {
+    init(
+        settings: BrokerSettings, topics: FleetTopics, host: String, clientID: String, online: HostStatus,
+        logger: Logger
+    ) {
         self.settings = settings
         self.topics = topics
         self.host = host
@@ -139,7 +142,9 @@ final class BrokerLink {
         switch phase {
         case .subscribing, .awaitingMarker, .ready:
             let offline = online.with(.offline, reason: "stopped")
-            let messageID = try? client.publish(topic: topics.status(host: host), payload: offline.payload, retained: true)  // try?: the will says offline anyway
+            // try?: when it cannot be sent, the will says offline anyway.
+            let messageID = try? client.publish(
+                topic: topics.status(host: host), payload: offline.payload, retained: true)
             phase = .stopping(statusMessageID: messageID, deadline: now + nanoseconds(2))
             if messageID == nil { client.disconnect() }
         default:
@@ -207,7 +212,9 @@ final class BrokerLink {
                     MQTTError(
                         error.code,
                         "mqtt: the broker refused the marker on '\(topics.sync(host: host))' (\(error.message)); may "
-                            + "this user write under '\(topics.prefix)/\(FleetTopics.encodeLevel(host))/'? (docs/MQTT.md, ACL)"),
+                            + "this user write under '\(topics.prefix)/\(FleetTopics.encodeLevel(host))/'? "
+                            + "(docs/MQTT.md, ACL)"
+                    ),
                     now: now)
             }
             if let error, messageID == statusMessageID {
@@ -247,7 +254,8 @@ final class BrokerLink {
         resyncDue = nil
         synchronizations += 1
         do {
-            // Unsubscribed first: the watch after the last synchronization has other options (see finishSynchronization).
+            // Unsubscribed first: the watch after the last synchronization has other options
+            // (see finishSynchronization).
             try client.unsubscribe([topics.accessories(host: host)])
             let messageID = try client.subscribe([topics.accessories(host: host), topics.sync(host: host)])
             phase = .subscribing(messageID: messageID, deadline: now + Self.stepTimeout)
@@ -274,7 +282,8 @@ final class BrokerLink {
 
     private func publishStatus() {
         do {
-            statusMessageID = try client?.publish(topic: topics.status(host: host), payload: online.payload, retained: true)
+            statusMessageID = try client?.publish(
+                topic: topics.status(host: host), payload: online.payload, retained: true)
         } catch {
             logger.error("mqtt: cannot publish the status of host '\(host)': \(error)")
         }
@@ -290,8 +299,8 @@ final class BrokerLink {
             return
         }
         guard status != online else { return }
-        logger.notice(
-            "mqtt: the status of host '\(host)' was overwritten (\(status.map { "\($0.state.rawValue), run \($0.runID)" } ?? "not a status")); publishing online again")
+        let found = status.map { "\($0.state.rawValue), run \($0.runID)" } ?? "not a status"
+        logger.notice("mqtt: the status of host '\(host)' was overwritten (\(found)); publishing online again")
         publishStatus()
     }
 

@@ -24,8 +24,10 @@ public struct ConfigurationProblems: Error, Sendable, Hashable, CustomStringConv
     public var problems: [ConfigurationProblem]
 
     public init(_ problems: [ConfigurationProblem]) {
-        self.problems = problems.enumerated().sorted { ($0.element.position, $0.offset) < ($1.element.position, $1.offset) }
-            .map(\.element)
+        self.problems = problems.enumerated().sorted {
+            ($0.element.position, $0.offset) < ($1.element.position, $1.offset)
+        }
+        .map(\.element)
     }
 
     public var description: String { problems.map { "\($0)\n" }.joined() }

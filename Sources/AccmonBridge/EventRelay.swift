@@ -89,7 +89,9 @@ struct EventRelay {
     /// The broker's retained accessory topics of this host were read back (`retained`, topic to payload): publishes
     /// what makes them equal to ``view``, then the lines of the waiting events. Returns the notes and the number of
     /// retained topics corrected.
-    mutating func synchronized(retained: [String: [UInt8]], publisher: any MessagePublisher) -> (
+    mutating func synchronized(
+        retained: [String: [UInt8]], publisher: any MessagePublisher
+    ) -> (
         notes: [RelayNote], corrected: Int
     ) {
         let desired = Dictionary(view.values.map { (topic(of: $0), Self.payload(of: $0)) }) { first, _ in first }
@@ -162,7 +164,7 @@ struct EventRelay {
     ) {
         do {
             messages.append(try publisher.publish(topic: topic, payload: payload, retained: retained))
-        } catch where error.code == .invalidMessage {
+        } catch  where error.code == .invalidMessage {
             notes.append(.skipped(topic: topic, error))
         } catch {
             connectionFailed = true

@@ -40,7 +40,9 @@ public struct BrokerAddress: Sendable, Hashable, CustomStringConvertible {
             host = rest[rest.index(after: rest.startIndex)..<close]
             let after = rest[rest.index(after: close)...]
             if !after.isEmpty {
-                guard after.hasPrefix(":") else { return .failure(BrokerURLProblem("'\(url)': expected ':' after ']'")) }
+                guard after.hasPrefix(":") else {
+                    return .failure(BrokerURLProblem("'\(url)': expected ':' after ']'"))
+                }
                 portText = after.dropFirst()
             }
         } else if let colon = rest.lastIndex(of: ":") {
@@ -127,7 +129,8 @@ public enum PasswordFile {
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
         let count = bytes.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
         guard count >= 0 else { throw PasswordFileProblem("cannot read it: \(Errno.current)") }
-        let firstLine = bytes[..<count].split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).first ?? []
+        let firstLine =
+            bytes[..<count].split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).first ?? []
         var line = Array(firstLine)
         if line.last == UInt8(ascii: "\r") { line.removeLast() }
         guard !line.isEmpty, let password = String(validating: line, as: UTF8.self) else {

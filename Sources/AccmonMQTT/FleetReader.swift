@@ -47,7 +47,8 @@ public enum FleetReader {
             do {
                 try startThread(name: "accmon-fleet") { continuation.resume(returning: body()) }
             } catch {
-                preconditionFailure("accmon: cannot start a thread: \(error)")  // only when the process is out of threads
+                // Only when the process is out of threads.
+                preconditionFailure("accmon: cannot start a thread: \(error)")
             }
         }
     }
@@ -195,17 +196,21 @@ final class FleetSession {
         case .subscribed(let messageID, let refused):
             if messageID == awaitedSubscription { awaitedSubscription = nil }
             if !refused.isEmpty {
-                failure = failure ?? MQTTError(
-                    .notAuthorized,
-                    "mqtt: \(settings.address): the broker refused a subscription under '\(topics.prefix)/': may "
-                        + "this user read the fleet's topics? (docs/MQTT.md, ACL)")
+                failure =
+                    failure
+                    ?? MQTTError(
+                        .notAuthorized,
+                        "mqtt: \(settings.address): the broker refused a subscription under '\(topics.prefix)/': may "
+                            + "this user read the fleet's topics? (docs/MQTT.md, ACL)")
             }
         case .published(let messageID, let error?) where messageID == marker?.messageID:
-            failure = failure ?? MQTTError(
-                error.code,
-                "mqtt: \(settings.address): the broker refused the end marker on "
-                    + "'\(topics.readerSync(clientID: clientID))' (\(error.message)): readers must be allowed to "
-                    + "publish there (docs/MQTT.md, ACL)")
+            failure =
+                failure
+                ?? MQTTError(
+                    error.code,
+                    "mqtt: \(settings.address): the broker refused the end marker on "
+                        + "'\(topics.readerSync(clientID: clientID))' (\(error.message)): readers must be allowed to "
+                        + "publish there (docs/MQTT.md, ACL)")
         case .published:
             break
         case .message(let topic, let payload, _):
@@ -215,10 +220,10 @@ final class FleetSession {
             }
             changes += state.apply(topic: topic, payload: payload)
             // A host that appears while following: read its accessories too (they arrive as changes).
-            if following, let level = state.hosts.keys.first(where: { !subscribedHosts.contains($0) }), let client
-            {
+            if following, let level = state.hosts.keys.first(where: { !subscribedHosts.contains($0) }), let client {
                 subscribedHosts.insert(level)
-                _ = try? client.subscribe([topics.accessories(hostLevel: level)])  // try?: a failure ends the connection, reported by its event
+                // try?: a failure ends the connection, which its event reports.
+                _ = try? client.subscribe([topics.accessories(hostLevel: level)])
             }
         }
     }

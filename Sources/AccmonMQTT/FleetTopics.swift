@@ -65,8 +65,10 @@ public struct FleetTopics: Sendable, Hashable {
         guard topic.utf8.starts(with: prefix.utf8), topic.utf8.dropFirst(head).first == UInt8(ascii: "/") else {
             return nil
         }
-        let levels = topic.utf8.dropFirst(head + 1).split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-            .map { String(decoding: $0, as: UTF8.self) }
+        let levels = topic.utf8.dropFirst(head + 1).split(
+            separator: UInt8(ascii: "/"), omittingEmptySubsequences: false
+        )
+        .map { String(decoding: $0, as: UTF8.self) }
         guard let host = levels.first, !host.isEmpty else { return nil }
         if levels.count == 2, levels[1] == "status" { return .status(hostLevel: host) }
         if levels.count == 4, levels[1] == "accessories", let connection = UInt64(levels[3]) {

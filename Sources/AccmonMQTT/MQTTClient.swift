@@ -111,7 +111,8 @@ public final class MQTTClient {
     ///
     /// - Throws: ``MQTTError`` when the connection fails at once (name not found, refused on this host).
     public func connect(address: BrokerAddress, keepAliveSeconds: Int) throws(MQTTError) {
-        let status = mosquitto_connect_bind_async(handle, address.host, Int32(address.port), Int32(keepAliveSeconds), nil)
+        let status = mosquitto_connect_bind_async(
+            handle, address.host, Int32(address.port), Int32(keepAliveSeconds), nil)
         guard status == MOSQ_ERR_SUCCESS.rawValue else {
             throw MQTTError.library(status, "mqtt: \(endpoint): connect", detail: takeLoggedError())
         }

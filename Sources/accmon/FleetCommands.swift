@@ -194,10 +194,14 @@ extension FleetOptions {
         for change in changes {
             switch change {
             case .connected(let host, let accessory), .disconnected(let host, let accessory):
-                guard hostPattern.map({ fnmatch($0, host, 0) == 0 }) ?? true, filter.matches(accessory) else { continue }
+                guard hostPattern.map({ fnmatch($0, host, 0) == 0 }) ?? true, filter.matches(accessory) else {
+                    continue
+                }
                 let type: String
                 if case .connected = change { type = "connect" } else { type = "disconnect" }
-                text += json ? jsonLine(AccessoryLine(type: type, host: host, accessory: accessory))
+                text +=
+                    json
+                    ? jsonLine(AccessoryLine(type: type, host: host, accessory: accessory))
                     : humanLine(type, accessory, host: host, style: style)
             case .status(let host, let status):
                 guard hostPattern.map({ fnmatch($0, host, 0) == 0 }) ?? true else { continue }
@@ -212,6 +216,9 @@ extension FleetOptions {
 func statusLine(_ host: String, _ status: HostStatus?, style: Style) -> String {
     let state = status?.state.rawValue ?? "unknown"
     let painted = style.paint(state.padding(10), state == "online" ? "32" : "31")
-    let detail = status.map { "machine=\($0.machineID.prefix(8)) run=\($0.runID.prefix(8))\($0.reason.map { " (\($0))" } ?? "")" } ?? ""
+    let detail =
+        status.map {
+            "machine=\($0.machineID.prefix(8)) run=\($0.runID.prefix(8))\($0.reason.map { " (\($0))" } ?? "")"
+        } ?? ""
     return [timestamp(), quotedIfNeeded(host), painted, detail].joined(separator: "  ") + "\n"
 }

@@ -57,6 +57,7 @@ extension BridgeProcessTests {
                 defer { connection.close() }
                 var plugger = Plugger(connection)
                 try await plugger.storm(steps: 20, target: 12, using: &random)
+                try await plugger.plug(using: &random)  // at least one connected
             }
             #expect(try await waitForFleet([host], broker: broker).isEmpty)
             #expect(try await fleetState(broker).hosts["lab-5"]?.accessories.isEmpty == false)
@@ -72,6 +73,7 @@ extension BridgeProcessTests {
             defer { connection.close() }
             var plugger = Plugger(connection)
             try await plugger.storm(steps: 10, target: 8, using: &random)
+            try await plugger.plug(using: &random)
             let difference = try await waitForFleet([host], broker: broker)
             #expect(difference.isEmpty, "\(difference)\n\(host.logTail())")
             #expect(try await fleetState(broker).hosts["lab-5"]?.accessories.isEmpty == false)

@@ -49,9 +49,12 @@ extension BridgeProcessTests {
             let difference = try await waitForFleet(hosts, broker: broker)
             var statuses = ""
             for host in hosts { statuses += try await host.accmon(["status"]).stdout }
-            #expect(difference.isEmpty, "\(difference)\n\(statuses)\n\(hosts.map { $0.logTail() }.joined(separator: "\n"))")
+            #expect(
+                difference.isEmpty, "\(difference)\n\(statuses)\n\(hosts.map { $0.logTail() }.joined(separator: "\n"))")
             for host in hosts {
-                #expect(host.bridgeLog.contains("mqtt: mqtt://127.0.0.1:\(broker.port): connection lost"), "\(host.logTail())")
+                #expect(
+                    host.bridgeLog.contains("mqtt: mqtt://127.0.0.1:\(broker.port): connection lost"),
+                    "\(host.logTail())")
             }
             // accmon watch --broker followed through the outage: it reconnected and ends with the truth.
             var truths: [String: Set<UInt64>] = [:]
@@ -79,7 +82,9 @@ extension BridgeProcessTests {
 
             broker.kill9()
             try await plugger.storm(steps: 200, target: 40, using: &random)
-            #expect(await waitFor("Connection refused; reconnecting in 0.4 s (attempt 3)") { host.bridgeLog }, "\(host.logTail())")
+            #expect(
+                await waitFor("Connection refused; reconnecting in 0.4 s (attempt 3)") { host.bridgeLog },
+                "\(host.logTail())")
             let status = try await host.accmon(["status"])
             let line = status.stdout.split(separator: "\n").first { $0.contains("accmon-mqtt") }.map(String.init) ?? ""
             #expect(line.contains("suspended (requested)"), "\(status.stdout)")
@@ -103,7 +108,9 @@ extension BridgeProcessTests {
             let port = try freeTCPPort()
             let host = try await BridgedHost.start(name: "alone", broker: "mqtt://127.0.0.1:\(port)")
             #expect(
-                await waitFor("mqtt: mqtt://127.0.0.1:\(port): connect: Connection refused; reconnecting in 0.1 s (attempt 1)") {
+                await waitFor(
+                    "mqtt: mqtt://127.0.0.1:\(port): connect: Connection refused; reconnecting in 0.1 s (attempt 1)"
+                ) {
                     host.bridgeLog
                 }, "\(host.logTail())")
             let status = try await host.accmon(["status"])
@@ -122,7 +129,9 @@ extension BridgeProcessTests {
             let real = try #require(try await host.truth()[id.rawValue])
             let topic = FleetTopics(prefix: "accmon").accessory(
                 host: "lab-3", accessoryID: real.accessoryID, connectionID: id.rawValue)
-            for (target, payload) in [("accmon/lab-3/accessories/ghost/999", #"{"kind":"usb"}"#), (topic, #"{"kind":"usb","name":"fake"}"#)] {
+            for (target, payload) in [
+                ("accmon/lab-3/accessories/ghost/999", #"{"kind":"usb"}"#), (topic, #"{"kind":"usb","name":"fake"}"#),
+            ] {
                 let edit = try await run(
                     URL(fileURLWithPath: "/usr/bin/mosquitto_pub"),
                     ["-p", String(broker.port), "-r", "-t", target, "-m", payload], in: broker.directory)
@@ -158,7 +167,10 @@ extension BridgeProcessTests {
                         try await Task.sleep(for: .milliseconds(150))
                         let takeover = try await run(
                             URL(fileURLWithPath: "/usr/bin/mosquitto_pub"),
-                            ["-p", String(broker.port), "-V", "5", "-i", "accmon-mqtt-lab-4-01234567", "-t", "x", "-m", "y"],
+                            [
+                                "-p", String(broker.port), "-V", "5", "-i", "accmon-mqtt-lab-4-01234567", "-t", "x",
+                                "-m", "y",
+                            ],
                             in: broker.directory)
                         #expect(takeover.termination == .exited(0), "\(takeover)")
                     }
@@ -184,11 +196,14 @@ extension BridgeProcessTests {
                 since: live.since - 100, bridge: live.bridge, reason: "connection-lost")
             let published = try await run(
                 URL(fileURLWithPath: "/usr/bin/mosquitto_pub"),
-                ["-p", String(broker.port), "-r", "-q", "1", "-t", "accmon/lab-6/status", "-m",
-                 String(decoding: lateWill.payload, as: UTF8.self)], in: broker.directory)
+                [
+                    "-p", String(broker.port), "-r", "-q", "1", "-t", "accmon/lab-6/status", "-m",
+                    String(decoding: lateWill.payload, as: UTF8.self),
+                ], in: broker.directory)
             #expect(published.termination == .exited(0))
             #expect(await waitFor("publishing online again") { host.bridgeLog }, "\(host.logTail())")
-            #expect(await eventuallyHolds { (try? await fleetState(broker))?.hosts["lab-6"]?.status == live })  // try?: polled again
+            // try?: polled again.
+            #expect(await eventuallyHolds { (try? await fleetState(broker))?.hosts["lab-6"]?.status == live })
         }
 
         /// Two machines publishing under one host name are told apart by their machine ids; each bridge says so.

@@ -20,12 +20,15 @@ import Testing
         #expect(result.termination == .exited(0), "\(result)")
         #expect(
             result.stdout
-                == "ok: \(directory.file("mqtt.json")): broker mqtt://localhost:1884, host 'lab/1', prefix 'site/accmon'\n")
+                == "ok: \(directory.file("mqtt.json")): broker mqtt://localhost:1884, host 'lab/1', "
+                + "prefix 'site/accmon'\n"
+        )
     }
 
     @Test func problemsArePrintedWithPositionsAndExit65() async throws {
         let path = directory.file("mqtt.json")
-        let result = try await check("{\n  \"broker\": \"mqtt://x\",\n  \"password\": \"hunter2\",\n  \"prefix\": \"#\"\n}")
+        let result = try await check(
+            "{\n  \"broker\": \"mqtt://x\",\n  \"password\": \"hunter2\",\n  \"prefix\": \"#\"\n}")
         #expect(result.termination == .exited(65), "\(result)")
         #expect(
             result.stderr
@@ -47,21 +50,25 @@ import Testing
         #expect(result.termination == .exited(65), "\(result)")
         #expect(result.stderr.contains("passwordFile: '\(password)': every user may read or write it (mode 644)"))
         chmod(password, 0o640)
-        #expect(try await check(#"{"broker": "mqtt://x", "username": "u", "passwordFile": "\#(password)"}"#).termination == .exited(0))
+        #expect(
+            try await check(#"{"broker": "mqtt://x", "username": "u", "passwordFile": "\#(password)"}"#).termination
+                == .exited(0))
     }
 
     @Test func aPasswordOnTheCommandLineIsAUsageError() async throws {
         let result = try await run(try Binaries.url("accmon-mqtt"), ["--password", "x"], in: directory)
         #expect(result.termination == .exited(64), "\(result)")
         #expect(result.stderr.hasPrefix("Error: --password: the broker's password goes in a file"), "\(result)")
-        let cli = try await run(try Binaries.accmon, ["list", "--broker", "mqtt://x", "--password", "x"], in: directory)
+        let cli = try await run(
+            try Binaries.accmon, ["list", "--broker", "mqtt://x", "--password", "x"], in: directory)
         #expect(cli.termination == .exited(64), "\(cli)")
         #expect(cli.stderr.hasPrefix("Error: --password: a password on the command line is visible to every user"))
     }
 
     @Test func anUnreachableBrokerIsExit69ForTheFleetView() async throws {
         let port = try freeTCPPort()
-        let result = try await run(try Binaries.accmon, ["list", "--broker", "mqtt://127.0.0.1:\(port)"], in: directory)
+        let result = try await run(
+            try Binaries.accmon, ["list", "--broker", "mqtt://127.0.0.1:\(port)"], in: directory)
         #expect(result.termination == .exited(69), "\(result)")
         #expect(result.stderr == "accmon: mqtt: mqtt://127.0.0.1:\(port): connect: Connection refused\n", "\(result)")
         let usage = try await run(try Binaries.accmon, ["list", "--host", "lab-*"], in: directory)

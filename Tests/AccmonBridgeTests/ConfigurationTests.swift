@@ -1,9 +1,10 @@
-@testable import AccmonBridge
 import AccmonMQTT
 import AccmonTestSupport
 import Foundation
 import Glibc
 import Testing
+
+@testable import AccmonBridge
 
 private func problems(_ text: String) -> [String] {
     switch BridgeConfiguration.parse(Array(text.utf8), path: "mqtt.json", defaultHost: "this-machine") {
@@ -55,42 +56,58 @@ private func parsed(_ text: String) throws -> BridgeConfiguration {
 }
 
 @Test func problemsComeWithTheirPositions() {
-    #expect(problems("{\n  \"broker\": \"mqtt://x\",\n  \"broker\": \"mqtt://y\"\n}") == [
-        "mqtt.json:3:3: broker: appears twice (first at 2:3); keep one"
-    ])
-    #expect(problems(#"{"broker": "mqtt://x", "password": "hunter2"}"#) == [
-        "mqtt.json:1:24: password: a password does not go in this file, which every user may read: put it in a "
-            + "file only root and the service may read, and name that file in \"passwordFile\""
-    ])
-    #expect(problems(#"{"broker": "mqtt://x", "Host": "a"}"#) == ["mqtt.json:1:24: unknown key 'Host' (did you mean 'host'?)"])
-    #expect(problems(#"{"broker": "http://x"}"#) == [
-        "mqtt.json:1:12: broker: 'http://x' is not a broker URL (expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT])"
-    ])
-    #expect(problems("{}") == [#"mqtt.json:1:1: broker: missing: name the broker, such as "broker": "mqtt://localhost""#])
-    #expect(problems(#"{"broker": "mqtt://x", "ca": "/ca.pem"}"#) == [
-        "mqtt.json:1:30: ca: TLS files need an mqtts:// broker (broker is mqtt://x:1883)"
-    ])
-    #expect(problems(#"{"broker": "mqtts://x", "certificate": "/c.pem"}"#) == [
-        #"mqtt.json:1:25: certificate: a client certificate needs both "certificate" and "key""#
-    ])
-    #expect(problems(#"{"broker": "mqtt://x", "passwordFile": "/p"}"#) == [
-        #"mqtt.json:1:24: passwordFile: a password needs a "username""#
-    ])
-    #expect(problems(#"{"broker": "mqtt://x", "prefix": "a/#"}"#) == [
-        "mqtt.json:1:34: prefix: 'a/#': a prefix cannot hold the wildcards + or #"
-    ])
-    #expect(problems(#"{"broker": "mqtt://x", "keepAlive": 1}"#) == [
-        "mqtt.json:1:37: keepAlive: expected a whole number from 5 to 3600"
-    ])
-    #expect(problems(#"{"broker": "mqtt://x", "host": ""}"#) == [
-        "mqtt.json:1:32: host: is empty (remove the key for the default)"
-    ])
-    #expect(problems(#"{"broker": "mqtt://x", "host": "a\u0007b"}"#) == ["mqtt.json:1:32: host: holds a control character"])
+    #expect(
+        problems("{\n  \"broker\": \"mqtt://x\",\n  \"broker\": \"mqtt://y\"\n}") == [
+            "mqtt.json:3:3: broker: appears twice (first at 2:3); keep one"
+        ])
+    #expect(
+        problems(#"{"broker": "mqtt://x", "password": "hunter2"}"#) == [
+            "mqtt.json:1:24: password: a password does not go in this file, which every user may read: put it in a "
+                + "file only root and the service may read, and name that file in \"passwordFile\""
+        ])
+    #expect(
+        problems(#"{"broker": "mqtt://x", "Host": "a"}"#) == [
+            "mqtt.json:1:24: unknown key 'Host' (did you mean 'host'?)"
+        ])
+    #expect(
+        problems(#"{"broker": "http://x"}"#) == [
+            "mqtt.json:1:12: broker: 'http://x' is not a broker URL "
+                + "(expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT])"
+        ])
+    #expect(
+        problems("{}") == [#"mqtt.json:1:1: broker: missing: name the broker, such as "broker": "mqtt://localhost""#])
+    #expect(
+        problems(#"{"broker": "mqtt://x", "ca": "/ca.pem"}"#) == [
+            "mqtt.json:1:30: ca: TLS files need an mqtts:// broker (broker is mqtt://x:1883)"
+        ])
+    #expect(
+        problems(#"{"broker": "mqtts://x", "certificate": "/c.pem"}"#) == [
+            #"mqtt.json:1:25: certificate: a client certificate needs both "certificate" and "key""#
+        ])
+    #expect(
+        problems(#"{"broker": "mqtt://x", "passwordFile": "/p"}"#) == [
+            #"mqtt.json:1:24: passwordFile: a password needs a "username""#
+        ])
+    #expect(
+        problems(#"{"broker": "mqtt://x", "prefix": "a/#"}"#) == [
+            "mqtt.json:1:34: prefix: 'a/#': a prefix cannot hold the wildcards + or #"
+        ])
+    #expect(
+        problems(#"{"broker": "mqtt://x", "keepAlive": 1}"#) == [
+            "mqtt.json:1:37: keepAlive: expected a whole number from 5 to 3600"
+        ])
+    #expect(
+        problems(#"{"broker": "mqtt://x", "host": ""}"#) == [
+            "mqtt.json:1:32: host: is empty (remove the key for the default)"
+        ])
+    #expect(
+        problems(#"{"broker": "mqtt://x", "host": "a\u0007b"}"#) == ["mqtt.json:1:32: host: holds a control character"])
     #expect(problems(#"{"broker": 1883}"#) == ["mqtt.json:1:12: broker: expected a string, found a number"])
     #expect(problems("[]") == ["mqtt.json:1:1: the configuration must be a JSON object, found an array"])
-    #expect(problems("{\"broker\": \"mqtt://x\",\n  'host': 1}") == [
-        "mqtt.json:2:3: single quotes do not make a key in JSON: use double quotes"
-    ])
+    #expect(
+        problems("{\"broker\": \"mqtt://x\",\n  'host': 1}") == [
+            "mqtt.json:2:3: single quotes do not make a key in JSON: use double quotes"
+        ])
 }
 
 @Test func loadingReadsThePasswordFileAndRefusesOneOthersCanRead() throws {
@@ -119,5 +136,6 @@ private func parsed(_ text: String) throws -> BridgeConfiguration {
         Issue.record("a missing file was accepted")
         return
     }
-    #expect(missing.description == "\(directory.file("none.json")):1:1: cannot read the file: No such file or directory\n")
+    #expect(
+        missing.description == "\(directory.file("none.json")):1:1: cannot read the file: No such file or directory\n")
 }

@@ -40,10 +40,13 @@ extension BridgeProcessTests {
             #expect(HostStatus.decode(Array(status.utf8))?.state == .online)
             #expect(HostStatus.decode(Array(status.utf8))?.host == "lab/1")
             let accessoryTopics = retained.keys.filter { $0.hasPrefix("accmon/lab%2F1/accessories/") }
-            #expect(Set(accessoryTopics) == Set(truth.values.map {
-                FleetTopics(prefix: "accmon").accessory(
-                    host: "lab/1", accessoryID: $0.accessoryID, connectionID: $0.connectionID.rawValue)
-            }))
+            #expect(
+                Set(accessoryTopics)
+                    == Set(
+                        truth.values.map {
+                            FleetTopics(prefix: "accmon").accessory(
+                                host: "lab/1", accessoryID: $0.accessoryID, connectionID: $0.connectionID.rawValue)
+                        }))
             for accessory in truth.values {
                 let topic = FleetTopics(prefix: "accmon").accessory(
                     host: "lab/1", accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue)
@@ -54,8 +57,10 @@ extension BridgeProcessTests {
             // The events topic: each event line once, in order.
             #expect(await eventuallyHolds { events.stdout.split(separator: "\n").count >= 8 })
             let lines = events.stdout.split(separator: "\n").map(String.init)
-            let sequences = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-                .compactMap { ($0["seq"] as? NSNumber)?.uint64Value }
+            let sequences = lines.compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            .compactMap { ($0["seq"] as? NSNumber)?.uint64Value }
             #expect(sequences == Array(1...8), "\(lines)")
 
             // accmon watch --broker: the fleet line, then connect and disconnect lines that end at the truth.
@@ -66,12 +71,15 @@ extension BridgeProcessTests {
             #expect(table.termination == .exited(0), "\(table)")
             let rows = table.stdout.split(separator: "\n")
             #expect(rows.first?.hasPrefix("HOST   STATE   CONN") == true, "\(table.stdout)")
-            #expect(rows.dropFirst().count == truth.count && rows.dropFirst().allSatisfy { $0.hasPrefix("lab/1  online") })
+            #expect(
+                rows.dropFirst().count == truth.count && rows.dropFirst().allSatisfy { $0.hasPrefix("lab/1  online") })
             let listed = try await run(
                 try Binaries.accmon, ["list", "--broker", broker.url, "--json", "--host", "lab*"], in: host.directory)
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any])
             let hosts = try #require(object["hosts"] as? [[String: Any]])
-            #expect(hosts.count == 1 && hosts[0]["host"] as? String == "lab/1" && hosts[0]["state"] as? String == "online")
+            #expect(
+                hosts.count == 1 && hosts[0]["host"] as? String == "lab/1" && hosts[0]["state"] as? String == "online")
             #expect((hosts[0]["accessories"] as? [Any])?.count == truth.count)
             let none = try await run(
                 try Binaries.accmon, ["list", "--broker", broker.url, "--host", "other*"], in: host.directory)
@@ -98,7 +106,10 @@ extension BridgeProcessTests {
             let before = try await fleetState(broker).hosts["lab-2"]?.status
 
             host.killBridge()
-            #expect(await eventuallyHolds { (try? await fleetState(broker))?.hosts["lab-2"]?.status?.reason == "connection-lost" })  // try?: polled again
+            #expect(
+                await eventuallyHolds {
+                    (try? await fleetState(broker))?.hosts["lab-2"]?.status?.reason == "connection-lost"
+                })  // try?: polled again
             let will = try await fleetState(broker).hosts["lab-2"]?.status
             #expect(will?.state == .offline && will?.runID == before?.runID)
             let status = try await host.accmon(["status"])
@@ -112,7 +123,8 @@ extension BridgeProcessTests {
             #expect(difference.isEmpty, "\(difference)\n\(host.logTail())")
             #expect(host.bridgeLog.contains("accmond: session 'accmon-mqtt' restored"), "\(host.logTail())")
             let online = try await fleetState(broker).hosts["lab-2"]?.status
-            #expect(online?.state == .online && online?.runID != before?.runID && online?.machineID == before?.machineID)
+            #expect(
+                online?.state == .online && online?.runID != before?.runID && online?.machineID == before?.machineID)
         }
     }
 }
@@ -121,7 +133,8 @@ extension BridgeProcessTests {
 func watchView(_ output: String) -> [String: Set<UInt64>] {
     var view: [String: Set<UInt64>] = [:]
     for line in output.split(separator: "\n") {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],  // try?: a line still being written
+        // try?: a line still being written is not JSON yet.
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
             let type = object["type"] as? String
         else { continue }
         func connection(_ accessory: Any?) -> UInt64? {
@@ -135,7 +148,9 @@ func watchView(_ output: String) -> [String: Set<UInt64>] {
                 view[name] = Set((host["accessories"] as? [Any] ?? []).compactMap(connection))
             }
         case "connect":
-            if let id = connection(object["accessory"]) { view[object["host"] as? String ?? "?", default: []].insert(id) }
+            if let id = connection(object["accessory"]) {
+                view[object["host"] as? String ?? "?", default: []].insert(id)
+            }
         case "disconnect":
             if let id = connection(object["accessory"]) { view[object["host"] as? String ?? "?"]?.remove(id) }
         default: break

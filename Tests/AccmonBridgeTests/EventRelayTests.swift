@@ -1,8 +1,9 @@
-@testable import AccmonBridge
 import AccmonMQTT
 import AccmonProtocol
 import AccmonTestSupport
 import Testing
+
+@testable import AccmonBridge
 
 /// A broker for the relay: applies publications in the order they were sent, confirms them in any order, and can lose
 /// what is in flight.
@@ -80,7 +81,9 @@ private final class FakeBroker: MessagePublisher {
         func checkAcknowledgement() {
             guard let acknowledged = relay.takeAcknowledgement() else { return }
             for (seq, line) in lineOf where seq > sessionStart && seq <= acknowledged {
-                #expect(broker.lines.contains(String(decoding: line, as: UTF8.self)), "seq \(seq) acknowledged before the broker had its line")
+                #expect(
+                    broker.lines.contains(String(decoding: line, as: UTF8.self)),
+                    "seq \(seq) acknowledged before the broker had its line")
             }
         }
         for _ in 0..<300 {
@@ -139,7 +142,9 @@ private final class FakeBroker: MessagePublisher {
         let retained = broker.retained.filter { $0.key.hasPrefix("accmon/h/accessories/") }
         #expect(retained.mapValues { String(decoding: $0, as: UTF8.self) } == expected)
         for (seq, line) in lineOf where seq > sessionStart {
-            #expect(broker.lines.contains(String(decoding: line, as: UTF8.self)), "the line of seq \(seq) never reached the broker")
+            #expect(
+                broker.lines.contains(String(decoding: line, as: UTF8.self)),
+                "the line of seq \(seq) never reached the broker")
         }
     }
 }

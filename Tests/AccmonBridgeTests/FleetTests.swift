@@ -54,7 +54,8 @@ extension BridgeProcessTests {
             let listed = try await run(
                 try Binaries.accmon, ["list", "--broker", broker.url, "--json"], in: hosts[0].directory,
                 timeout: .seconds(60))
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any])
             let listedHosts = try #require(object["hosts"] as? [[String: Any]])
             #expect(listedHosts.count == hostCount)
             var total = 0

@@ -1,6 +1,7 @@
-@testable import AccmonBridge
 import AccmonTestSupport
 import Testing
+
+@testable import AccmonBridge
 
 @Test func anEventIsReleasedOnlyWithEverythingBeforeIt() {
     var ledger = PublicationLedger<Int>()

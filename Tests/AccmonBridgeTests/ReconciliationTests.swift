@@ -1,6 +1,7 @@
-@testable import AccmonBridge
 import AccmonTestSupport
 import Testing
+
+@testable import AccmonBridge
 
 @Test func reconciliationMakesTheRetainedTopicsTheTruthWithTheFewestPublications() {
     var random = SplitMix64(seed: SplitMix64.testSeed())
@@ -15,7 +16,9 @@ import Testing
         }
         let publications = RetainedReconciliation.publications(desired: desired, retained: retained)
         var broker = retained
-        for publication in publications { broker[publication.topic] = publication.payload.isEmpty ? nil : publication.payload }
+        for publication in publications {
+            broker[publication.topic] = publication.payload.isEmpty ? nil : publication.payload
+        }
         let needed = Set(topics.filter { desired[$0] != retained[$0] })
         guard broker == desired, Set(publications.map(\.topic)) == needed, publications.count == needed.count else {
             Issue.record("retained \(retained), desired \(desired): published \(publications), leaving \(broker)")

@@ -71,10 +71,11 @@ struct SecuredBroker {
 
     /// `accmon list --broker` as the reader (or with other login options).
     func list(_ login: [String]? = nil) async throws -> CommandResult {
-        let options = try login ?? [
-            "--ca", certificates.ca, "--certificate", certificates.clientCertificate, "--key",
-            certificates.clientKey, "--username", "reader", "--password-file", passwordFile("reader"),
-        ]
+        let options =
+            try login ?? [
+                "--ca", certificates.ca, "--certificate", certificates.clientCertificate, "--key",
+                certificates.clientKey, "--username", "reader", "--password-file", passwordFile("reader"),
+            ]
         return try await run(try Binaries.accmon, ["list", "--broker", broker.url] + options, in: directory)
     }
 }
@@ -93,23 +94,27 @@ extension BridgeProcessTests {
             var random = SplitMix64(seed: SplitMix64.testSeed())
             var plugger = Plugger(connection)
             try await plugger.storm(steps: 15, target: 8, using: &random)
+            try await plugger.plug(using: &random)  // at least one row to list
             let difference = try await waitForFleet(
                 [host], broker: secured.broker, settings: try secured.readerSettings())
             #expect(difference.isEmpty, "\(difference)\n\(host.logTail())")
 
             let listed = try await secured.list()
             #expect(listed.termination == .exited(0), "\(listed)")
-            #expect(listed.stdout.split(separator: "\n").count == 1 + (try await host.truth().count), "\(listed.stdout)")
+            #expect(
+                listed.stdout.split(separator: "\n").count == 1 + (try await host.truth().count), "\(listed.stdout)")
             // A reader may not write the hosts' topics: the broker refuses (and the bridge's state stays).
             let forged = try await run(
                 URL(fileURLWithPath: "/usr/bin/mosquitto_pub"),
                 [
                     "-p", String(secured.broker.port), "--cafile", secured.certificates.ca, "--cert",
                     secured.certificates.clientCertificate, "--key", secured.certificates.clientKey, "-u", "reader",
-                    "-P", "pw-reader", "-V", "5", "-q", "1", "-r", "-t", "accmon/lab-1/accessories/forged/1", "-m", "{}",
+                    "-P", "pw-reader", "-V", "5", "-q", "1", "-r", "-t", "accmon/lab-1/accessories/forged/1", "-m",
+                    "{}",
                 ], in: secured.directory)
             #expect(forged.termination == .exited(0), "\(forged)")
-            #expect(try await waitForFleet([host], broker: secured.broker, settings: try secured.readerSettings()).isEmpty)
+            #expect(
+                try await waitForFleet([host], broker: secured.broker, settings: try secured.readerSettings()).isEmpty)
         }
 
         @Test func wrongCredentialsAreNamedByTheBridgeAndTheCLI() async throws {
@@ -118,7 +123,10 @@ extension BridgeProcessTests {
                 name: "lab-1", broker: secured.broker.url,
                 settings: try secured.bridgeSettings("lab-1", password: "wrong"))
             #expect(
-                await waitFor("error: mqtt: \(secured.broker.url): connect: Not authorized (reason code 135): the broker refused the login") {
+                await waitFor(
+                    "error: mqtt: \(secured.broker.url): connect: Not authorized (reason code 135): "
+                        + "the broker refused the login"
+                ) {
                     host.bridgeLog
                 }, "\(host.logTail())")
             let list = try await secured.list([
@@ -156,7 +164,10 @@ extension BridgeProcessTests {
             defer { connection.close() }
             _ = try await connection.simulateConnect(Accessory(kind: .usb, name: "sneaky"))
             #expect(
-                await waitFor("error: mqtt: the broker refused the marker on 'accmon/lab-2/sync' (mqtt: the broker refused a publication: Not authorized (reason code 135)); may this user write under 'accmon/lab-2/'?") { host.bridgeLog },
+                await waitFor(
+                    "error: mqtt: the broker refused the marker on 'accmon/lab-2/sync' (mqtt: the broker refused a "
+                        + "publication: Not authorized (reason code 135)); may this user write under 'accmon/lab-2/'?"
+                ) { host.bridgeLog },
                 "\(host.logTail())")
             let state = try await fleetState(secured.broker, settings: try secured.readerSettings())
             #expect(state.hosts["lab-2"]?.accessories.isEmpty ?? true, "\(state.hosts)")

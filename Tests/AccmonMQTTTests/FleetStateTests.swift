@@ -7,12 +7,15 @@ import Testing
 private let topics = FleetTopics(prefix: "accmon")
 
 private func payload(_ accessory: Accessory) -> [UInt8] {
-    Array(ProtocolCodec().encode(.event(AccessoryEvent(.connect, sequence: 1, accessory: accessory))))  // a line, not an object
+    // An event line, not an accessory object.
+    Array(ProtocolCodec().encode(.event(AccessoryEvent(.connect, sequence: 1, accessory: accessory))))
 }
 
 private func objectPayload(_ accessory: Accessory) -> [UInt8] {
     // The accessory object as the bridge publishes it: the event line's "accessory" member.
-    let line = String(decoding: ProtocolCodec().encode(.event(AccessoryEvent(.connect, sequence: 1, accessory: accessory))), as: UTF8.self)
+    let line = String(
+        decoding: ProtocolCodec().encode(.event(AccessoryEvent(.connect, sequence: 1, accessory: accessory))),
+        as: UTF8.self)
     let start = line.index(line.startIndex, offsetBy: #"{"accessory":"#.count)
     let end = line.range(of: #","seq":"#)!.lowerBound
     return Array(line[start..<end].utf8)

@@ -5,8 +5,10 @@ import Testing
 
 /// Characters a host name or accessory id may hold that topic levels must not carry as they are, and plain ones.
 private let levelAlphabet: [Unicode.Scalar] =
-    [0x2F, 0x2B, 0x23, 0x25, 0x24, 0x00, 0x1F, 0x7F, 0x85, 0x9F, 0xFDD0, 0xFDEF, 0xFFFE, 0xFFFF, 0x1FFFF, 0x10FFFF,
-     0x61, 0x5A, 0x30, 0x3A, 0x3D, 0x2D, 0x20, 0xE9, 0x4E2D, 0x1F600, 0x2028].map { Unicode.Scalar($0)! }
+    [
+        0x2F, 0x2B, 0x23, 0x25, 0x24, 0x00, 0x1F, 0x7F, 0x85, 0x9F, 0xFDD0, 0xFDEF, 0xFFFE, 0xFFFF, 0x1FFFF, 0x10FFFF,
+        0x61, 0x5A, 0x30, 0x3A, 0x3D, 0x2D, 0x20, 0xE9, 0x4E2D, 0x1F600, 0x2028,
+    ].map { Unicode.Scalar($0)! }
 
 private func randomLevel(_ random: inout SplitMix64) -> String {
     var text = String.UnicodeScalarView()
@@ -19,7 +21,8 @@ private func isCleanLevel(_ level: String) -> Bool {
     guard !level.hasPrefix("$") else { return false }
     let bytes = Array(level.utf8)
     for (index, byte) in bytes.enumerated() where byte == UInt8(ascii: "%") {
-        guard index + 2 < bytes.count, bytes[index + 1...index + 2].allSatisfy({ $0 < 128 && Character(Unicode.Scalar($0)).isHexDigit })
+        guard index + 2 < bytes.count,
+            bytes[index + 1...index + 2].allSatisfy({ $0 < 128 && Character(Unicode.Scalar($0)).isHexDigit })
         else { return false }
     }
     return level.unicodeScalars.allSatisfy { scalar in
@@ -71,7 +74,9 @@ private func isCleanLevel(_ level: String) -> Bool {
     #expect(topics.readerSync(clientID: "cli/1") == "site/accmon/$readers/cli%2F1")
     let accessory = topics.accessory(host: "lab/1", accessoryID: "usb:-:-:sysfs=/sys/x", connectionID: 42)
     #expect(accessory == "site/accmon/lab%2F1/accessories/usb:-:-:sysfs=%2Fsys%2Fx/42")
-    #expect(topics.parse(accessory) == .accessory(hostLevel: "lab%2F1", accessoryID: "usb:-:-:sysfs=/sys/x", connectionID: 42))
+    #expect(
+        topics.parse(accessory)
+            == .accessory(hostLevel: "lab%2F1", accessoryID: "usb:-:-:sysfs=/sys/x", connectionID: 42))
     #expect(topics.parse("site/accmon/lab%2F1/status") == .status(hostLevel: "lab%2F1"))
     for other in [
         "site/accmon/lab-1/events", "site/accmon/lab-1/sync", "site/accmon/lab-1/accessories/x", "site/accmon/status",

@@ -109,8 +109,10 @@ final class BridgedHost: @unchecked Sendable {
 
     /// Every bridge run's log, in order.
     var allBridgeLogs: String {
-        (1...max(bridgeRuns, 1)).map { (try? String(contentsOfFile: directory.file("bridge-\($0).err"), encoding: .utf8)) ?? "" }  // try?: a run that wrote nothing
-            .joined(separator: "\n")
+        (1...max(bridgeRuns, 1)).map {
+            (try? String(contentsOfFile: directory.file("bridge-\($0).err"), encoding: .utf8)) ?? ""
+        }  // try?: a run that wrote nothing
+        .joined(separator: "\n")
     }
 
     /// A library connection to this host's accmond.

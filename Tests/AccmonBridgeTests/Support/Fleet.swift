@@ -4,7 +4,9 @@ import AccmonTestSupport
 import Foundation
 
 /// The broker's retained fleet state, read in this process with the fleet reader (`accmon list --broker`'s).
-func fleetState(_ broker: Mosquitto, settings: BrokerSettings? = nil, prefix: String = "accmon") async throws -> FleetState {
+func fleetState(
+    _ broker: Mosquitto, settings: BrokerSettings? = nil, prefix: String = "accmon"
+) async throws -> FleetState {
     let settings = try settings ?? BrokerSettings(address: BrokerAddress.parse(broker.url).get(), keepAliveSeconds: 5)
     return try await FleetReader.state(settings: settings, topics: FleetTopics(prefix: prefix))
 }

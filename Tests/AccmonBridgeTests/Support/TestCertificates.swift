@@ -15,12 +15,15 @@ struct TestCertificates {
         let script = """
             set -e
             cd '\(directory.path)'
-            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=\(name) CA' -keyout \(name)-ca.key -out \(name)-ca.pem
-            openssl req -newkey rsa:2048 -nodes -subj '/CN=127.0.0.1' -keyout \(name)-server.key -out \(name)-server.csr
+            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=\(name) CA' -keyout \(name)-ca.key \
+              -out \(name)-ca.pem
+            openssl req -newkey rsa:2048 -nodes -subj '/CN=127.0.0.1' -keyout \(name)-server.key \
+              -out \(name)-server.csr
             printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > \(name)-san.ext
             openssl x509 -req -in \(name)-server.csr -CA \(name)-ca.pem -CAkey \(name)-ca.key -CAcreateserial -days 2 \
               -extfile \(name)-san.ext -out \(name)-server.pem
-            openssl req -newkey rsa:2048 -nodes -subj '/CN=accmon-bridge' -keyout \(name)-client.key -out \(name)-client.csr
+            openssl req -newkey rsa:2048 -nodes -subj '/CN=accmon-bridge' -keyout \(name)-client.key \
+              -out \(name)-client.csr
             openssl x509 -req -in \(name)-client.csr -CA \(name)-ca.pem -CAkey \(name)-ca.key -CAcreateserial -days 2 \
               -out \(name)-client.pem
             chmod 0644 *.pem *.key
