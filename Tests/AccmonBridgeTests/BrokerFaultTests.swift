@@ -28,14 +28,8 @@ extension BridgeProcessTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for (host, seed) in zip(hosts, seeds) {
                     group.addTask {
-                        let connection = try await host.connect()
-                        defer { connection.close() }
-                        var random = SplitMix64(seed: seed)
-                        var plugger = Plugger(connection)
-                        for _ in 0..<10 {
-                            try await plugger.storm(steps: 15, target: 20, using: &random)
-                            try await Task.sleep(for: .milliseconds(20))
-                        }
+                        _ = try await host.storm(
+                            seed: seed, rounds: 10, steps: 15, target: 20, pause: .milliseconds(20))
                     }
                 }
                 group.addTask {
@@ -153,14 +147,7 @@ extension BridgeProcessTests {
             let seed = random.next()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    let connection = try await host.connect()
-                    defer { connection.close() }
-                    var random = SplitMix64(seed: seed)
-                    var plugger = Plugger(connection)
-                    for _ in 0..<10 {
-                        try await plugger.storm(steps: 20, target: 30, using: &random)
-                        try await Task.sleep(for: .milliseconds(30))
-                    }
+                    _ = try await host.storm(seed: seed, rounds: 10, steps: 20, target: 30, pause: .milliseconds(30))
                 }
                 group.addTask {
                     for _ in 0..<3 {

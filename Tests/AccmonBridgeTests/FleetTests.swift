@@ -34,12 +34,7 @@ extension BridgeProcessTests {
             try await withThrowingTaskGroup(of: Int.self) { group in
                 for (host, seed) in zip(hosts, seeds) {
                     group.addTask {
-                        let connection = try await host.connect()
-                        defer { connection.close() }
-                        var random = SplitMix64(seed: seed)
-                        var plugger = Plugger(connection)
-                        try await plugger.storm(steps: accessories * 3, target: accessories, using: &random)
-                        return plugger.plugged
+                        try await host.storm(seed: seed, steps: accessories * 3, target: accessories)
                     }
                 }
                 var events = 0

@@ -120,6 +120,21 @@ final class BridgedHost: @unchecked Sendable {
         try await AccmonConnection.connect(socketPath: socketPath, clientName: clientName)
     }
 
+    /// Plugs and unplugs at random on a connection of its own: `rounds` storms of `steps` (see ``Plugger``) with
+    /// `pause` between them; returns how many accessories were plugged.
+    @discardableResult
+    func storm(seed: UInt64, rounds: Int = 1, steps: Int, target: Int, pause: Duration = .zero) async throws -> Int {
+        let connection = try await connect()
+        defer { connection.close() }
+        var random = SplitMix64(seed: seed)
+        var plugger = Plugger(connection)
+        for _ in 0..<rounds {
+            try await plugger.storm(steps: steps, target: target, using: &random)
+            try await Task.sleep(for: pause)
+        }
+        return plugger.plugged
+    }
+
     /// What accmond says is connected, by connection id.
     func truth() async throws -> [UInt64: Accessory] {
         let connection = try await connect("truth")
