@@ -123,7 +123,7 @@ final class AccmondLink {
     func setSuspended(_ suspended: Bool) {
         guard isLive, suspended != isSuspended else { return }
         isSuspended = suspended
-        logger.debug(suspended ? "accmond: suspend (the broker is not ready)" : "accmond: resume")
+        logger.debug(.bridgeAccmond, suspended ? "accmond: suspend (the broker is not ready)" : "accmond: resume")
         send(suspended ? .suspend : .resume)
     }
 
@@ -155,6 +155,7 @@ final class AccmondLink {
         case (.greeting, .hello(_, _, _, let session, let restored)):
             backoff.succeeded()
             logger.info(
+                .bridgeAccmond,
                 restored ? "accmond: session '\(restoreID)' restored" : "accmond: new session '\(restoreID)'",
                 ["accmond.session": session])
             if restored {
@@ -177,7 +178,7 @@ final class AccmondLink {
             lost("accmond refused the session: \(error.message)", now: now)
             return false
         case (_, .error(_, let error)):
-            logger.warning("accmond: \(error.message) (\(error.code))")
+            logger.warning(.bridgeAccmond, "accmond: \(error.message) (\(error.code))")
         default:
             break
         }
@@ -201,7 +202,7 @@ final class AccmondLink {
         let delay = backoff.failed()
         phase = .waiting(until: now + nanoseconds(delay))
         logger.log(
-            backoff.isWorthReporting ? .warning : .debug,
+            backoff.isWorthReporting ? .warning : .debug, .bridgeAccmond,
             "\(reason); reconnecting in \(delay) s (attempt \(backoff.failures))")
     }
 

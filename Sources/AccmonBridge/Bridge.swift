@@ -83,6 +83,7 @@ public final class Bridge {
     public func run() throws(Errno) {
         let signals = try SignalDescriptor([SIGTERM, SIGINT])
         logger.notice(
+            .started,
             "started: host '\(configuration.host)', broker \(configuration.broker.address), accmond "
                 + "\(accmond.socketPath), prefix '\(configuration.topics.prefix)'")
         var stopBegan: UInt64?
@@ -100,7 +101,7 @@ public final class Bridge {
                 }
                 if broker.hasStopped {
                     accmond.close()
-                    logger.notice("stopped")
+                    logger.notice(.stopped, "stopped")
                     return
                 }
             }
@@ -126,7 +127,7 @@ public final class Bridge {
             }
             let after = monotonicNanoseconds()
             if waits[0].revents != 0, let signal = signals.next(), stopBegan == nil {
-                logger.notice("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
+                logger.notice(.stopping, "received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
                 stopBegan = after
             }
             var index = 1
@@ -159,12 +160,14 @@ public final class Bridge {
             case .session(let accessories, let restored):
                 relay.beginSession(accessories)
                 logger.info(
+                    .bridgeAccmond,
                     "accmond: \(restored ? "restored" : "subscribed"): \(accessories.count) accessories "
                         + (restored ? "known, the missed events follow" : "connected"))
                 broker.start(now: now)
                 broker.requestSynchronization(now: now)
             case .event(let relayed):
                 logger.debug(
+                    relayed.event.change == .connect ? .accessoryConnected : .accessoryDisconnected,
                     "\(relayed.event.change.rawValue) \(relayed.event.accessory.accessoryID)",
                     [
                         "accessory.connection": relayed.event.accessory.connectionID.description,
@@ -183,6 +186,7 @@ public final class Bridge {
                 let (notes, corrected) = relay.synchronized(retained: retained, publisher: publisher)
                 log(notes)
                 logger.info(
+                    .bridgeReconciliation,
                     "mqtt: synchronized: \(retained.count) retained accessory topics read back, "
                         + "\(corrected) corrected, "
                         + "\(relay.view.count) accessories connected")
@@ -198,11 +202,12 @@ public final class Bridge {
         for note in notes {
             switch note {
             case .skipped(let topic, let error):
-                logger.error("mqtt: cannot publish to '\(topic)': \(error.message); skipped")
+                logger.error(.bridgePublication, "mqtt: cannot publish to '\(topic)': \(error.message); skipped")
             case .refused(let error):
                 refusedPublications += 1
                 if refusedPublications <= 5 || refusedPublications % 1000 == 0 {
                     logger.error(
+                        .bridgePublication,
                         "\(error.message); check the broker's ACL for this host (docs/MQTT.md) "
                             + "(\(refusedPublications) refused so far)")
                 }

@@ -104,7 +104,7 @@ final class BrokerLink {
         case .ready where resyncDue.map { now >= $0 } ?? false:
             synchronize(now: now)
         case .stopping(_, let deadline) where now >= deadline:
-            logger.warning("mqtt: the broker did not confirm the offline status in time; closing")
+            logger.warning(.bridgeBroker, "mqtt: the broker did not confirm the offline status in time; closing")
             client = nil
             phase = .stopped
         default:
@@ -173,7 +173,7 @@ final class BrokerLink {
         switch event {
         case .connected(nil):
             logger.notice(
-                "mqtt: connected to \(settings.address) as '\(clientID)'",
+                .bridgeBroker, "mqtt: connected to \(settings.address) as '\(clientID)'",
                 ["mqtt.host": host, "mqtt.attempts": String(backoff.failures + 1)])
             backoff.succeeded()
             lastFailure = ""
@@ -192,6 +192,7 @@ final class BrokerLink {
             guard case .subscribing(let expected, _) = phase, expected == messageID else { break }
             if !refused.isEmpty {
                 logger.error(
+                    .bridgeReconciliation,
                     "mqtt: the broker does not let host '\(host)' read its own topics back "
                         + "(\(topics.accessories(host: host)), \(topics.sync(host: host))): stale retained topics "
                         + "cannot be found and removed; grant this user read access to its subtree (docs/MQTT.md)")
@@ -218,7 +219,7 @@ final class BrokerLink {
                     now: now)
             }
             if let error, messageID == statusMessageID {
-                logger.error("mqtt: the broker refused the status of host '\(host)': \(error.message)")
+                logger.error(.bridgeBroker, "mqtt: the broker refused the status of host '\(host)': \(error.message)")
             }
             return [.published(messageID: messageID, error: error)]
         case .message(let topic, let payload, _):
@@ -238,7 +239,9 @@ final class BrokerLink {
         case .ready:
             // No-local: not ours. Overwritten with the truth by a synchronization once the edits settle.
             if resyncDue == nil {
-                logger.notice("mqtt: another client changed '\(topic)': overwriting the host's topics with the truth")
+                logger.notice(
+                    .bridgeReconciliation,
+                    "mqtt: another client changed '\(topic)': overwriting the host's topics with the truth")
             }
             resyncDue = min(resyncDue ?? .max, now + Self.editSettling)
         default:
@@ -272,7 +275,7 @@ final class BrokerLink {
             _ = try client?.subscribe(
                 [topics.accessories(host: host), topics.status(host: host)], options: [.noLocal, .noRetained])
         } catch {
-            logger.warning("mqtt: cannot watch the host's topics for others' edits: \(error)")
+            logger.warning(.bridgeReconciliation, "mqtt: cannot watch the host's topics for others' edits: \(error)")
         }
         phase = .ready
         let read = retained
@@ -285,7 +288,7 @@ final class BrokerLink {
             statusMessageID = try client?.publish(
                 topic: topics.status(host: host), payload: online.payload, retained: true)
         } catch {
-            logger.error("mqtt: cannot publish the status of host '\(host)': \(error)")
+            logger.error(.bridgeBroker, "mqtt: cannot publish the status of host '\(host)': \(error)")
         }
     }
 
@@ -294,13 +297,16 @@ final class BrokerLink {
         let status = HostStatus.decode(payload)
         if let status, status.state == .online, status.machineID != online.machineID {
             logger.error(
+                .bridgeReconciliation,
                 "mqtt: another machine (machine id \(status.machineID)) publishes as host '\(host)': give each "
                     + "machine its own host name (\"host\" in the configuration)")
             return
         }
         guard status != online else { return }
         let found = status.map { "\($0.state.rawValue), run \($0.runID)" } ?? "not a status"
-        logger.notice("mqtt: the status of host '\(host)' was overwritten (\(found)); publishing online again")
+        logger.notice(
+            .bridgeReconciliation,
+            "mqtt: the status of host '\(host)' was overwritten (\(found)); publishing online again")
         publishStatus()
     }
 
@@ -317,7 +323,7 @@ final class BrokerLink {
         let level: LogLevel =
             error.code == .credentials || error.code == .tls || error.code == .notAuthorized
             ? .error : wasReady || backoff.isWorthReporting || error.message != lastFailure ? .warning : .debug
-        logger.log(level, message, ["mqtt.error": error.code.rawValue])
+        logger.log(level, .bridgeBroker, message, ["mqtt.error": error.code.rawValue])
         lastFailure = error.message
         return hadClient ? [.lost] : []
     }

@@ -41,7 +41,7 @@ switch BridgeConfiguration.load(path: configPath, defaultHost: machineHostName) 
 case .success(let loaded): configuration = loaded
 case .failure(let problems):
     write(problems.description, to: .standardError)
-    if !check { logger.critical("the configuration has problems (above): not starting") }
+    if !check { logger.critical(.configuration, "the configuration has problems (above): not starting") }
     exit(65)
 }
 if check {
@@ -54,11 +54,11 @@ if check {
 ignoreBrokenPipeSignal()
 SignalDescriptor.block([SIGTERM, SIGINT])
 let (identity, warning) = BridgeIdentity.current(machineIDFile: configuration.machineIDFile)
-if let warning { logger.warning(warning) }
+if let warning { logger.warning(.configuration, warning) }
 do {
     try Bridge(configuration: configuration, identity: identity, logger: logger).run()
 } catch {
-    logger.critical("cannot run: \(error)")
+    logger.critical(.startFailed, "cannot run: \(error)")
     exit(1)
 }
 exit(0)
