@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 SWIFT ?= swift
 BUILD_DIR ?= .build
-APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev
+APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev \
+  python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl
 DEBUG_BIN = $(BUILD_DIR)/debug
 # The package: built and tested under PACKAGE_DIR (release build, staging tree, cached minbase chroot).
 PACKAGE_DIR ?= build
@@ -11,8 +12,9 @@ PACKAGE_APT_PACKAGES := dpkg-dev binutils xz-utils man-db python3 systemd deboot
 SYSTEMD_TEST_APT_PACKAGES := systemd-container
 VERSION = $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonProtocol/Version.swift)
 DEB = $(PACKAGE_DIR)/accmon_$(VERSION)_amd64.deb
+PYTHON_DEB = $(PACKAGE_DIR)/python3-accmon_$(VERSION)_all.deb
 
-.PHONY: all build deps deps-package deps-systemd-test run test test-package test-systemd deb fuzz soak clean
+.PHONY: all build deps deps-package deps-systemd-test run test test-python test-package test-systemd deb fuzz soak clean
 
 all: build
 
@@ -46,6 +48,7 @@ run: build
 test: build check-layering
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
 	scripts/test-deadline.sh 900 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build
+	@$(MAKE) --no-print-directory test-python
 	@$(MAKE) --no-print-directory test-package test-systemd
 
 # Fails when a module dependency points the wrong way (docs/ARCHITECTURE.md, "Layers"); its self-test first.
@@ -54,24 +57,51 @@ check-layering:
 	@python3 scripts/check-layering.py --self-test >/dev/null || python3 scripts/check-layering.py --self-test
 	SWIFT=$(SWIFT) python3 scripts/check-layering.py
 
-# Builds $(DEB): static release binaries, units, udev rules, manifest, man pages, completion, client library source.
+# The Python client (clients/python): a virtual environment made from Debian's /usr/bin/python3 under the build
+# directory, with the pinned test tools; mypy --strict (for this Python and for 3.9), then pytest against the
+# accmond and accmon built above.
+PYTHON_VENV = $(abspath $(BUILD_DIR))/python-venv
+PYTHON_REQUIREMENTS = clients/python/requirements-test.txt
+
+$(PYTHON_VENV)/installed: $(PYTHON_REQUIREMENTS)
+	rm -rf $(PYTHON_VENV)
+	/usr/bin/python3 -m venv $(PYTHON_VENV)
+	$(PYTHON_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PYTHON_REQUIREMENTS)
+	touch $@
+
+test-python: build $(PYTHON_VENV)/installed
+	cd clients/python && $(PYTHON_VENV)/bin/mypy --strict --cache-dir $(PYTHON_VENV)/mypy-cache src/accmon tests examples
+	cd clients/python && $(PYTHON_VENV)/bin/mypy --strict --python-version 3.9 --cache-dir $(PYTHON_VENV)/mypy-cache-3.9 \
+	  src/accmon
+	cd clients/python && PYTHONPATH=src PYTHONDONTWRITEBYTECODE=1 ACCMON_BIN_DIR=$(abspath $(DEBUG_BIN)) \
+	  $(PYTHON_VENV)/bin/python -m pytest -p no:cacheprovider
+
+# Builds $(DEB): static release binaries, units, udev rules, manifest, man pages, completion, client library source;
+# and $(PYTHON_DEB), the Python client.
 deb: deps-package
 	BUILD_DIR=$(PACKAGE_DIR) SWIFT=$(SWIFT) packaging/build-deb.sh
 
-# Checks the .deb: lintian, systemd-analyze, man pages, then install, run and purge in a minbase bookworm chroot.
+# Checks the .debs: lintian, systemd-analyze, man pages, then install, run and purge in a minbase bookworm chroot.
 test-package: deb
-	packaging/test-package.sh $(DEB) $(PACKAGE_DIR)
+	packaging/test-package.sh $(DEB) $(PACKAGE_DIR) $(PYTHON_DEB)
 
 # Boots a bookworm container with systemd as its PID 1 (systemd-nspawn; the root is built once and cached in
 # $(PACKAGE_DIR)/chroot-cache), installs the .deb in it and checks the shipped units under the container's systemd.
 test-systemd: deb deps-systemd-test
 	packaging/test-systemd.sh $(DEB) $(PACKAGE_DIR)
 
-# The long version of the daemon-crash trials (500 SIGKILLs at random points of storms); not part of make test.
+# The long versions, not part of make test: the daemon-crash trials (500 SIGKILLs at random points of storms), a
+# hostile user misbehaving in every way for 60 s while a healthy client must get every event, and the MQTT fleet of
+# 50 hosts of up to 100 accessories through one mosquitto, 10 of whose bridges stop at the end.
 soak: build
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
 	ACCMON_SOAK_TRIALS=$${SOAK_TRIALS:-500} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
 	  --filter daemonKilledDuringStormsLosesNothing
+	ACCMON_HOSTILE_SECONDS=$${HOSTILE_SECONDS:-60} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
+	  --filter aHealthyClientGetsEveryEventWhileAnotherUserMisbehavesInEveryWay
+	ACCMON_FLEET_HOSTS=$${SOAK_FLEET_HOSTS:-50} ACCMON_FLEET_ACCESSORIES=$${SOAK_FLEET_ACCESSORIES:-100} \
+	  ACCMON_FLEET_STOPPED=10 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
+	  --filter aFleetThroughOneBrokerShowsEveryHostsTruth
 
 fuzz: deps
 	@scripts/fuzz.sh $${FUZZ_SECONDS:-60}

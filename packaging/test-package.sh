@@ -2,7 +2,8 @@
 # `make test-package`: checks the .deb that `make deb` built. Needs root (chroot, mounts, namespaces), debootstrap,
 # lintian and systemd's tools (the Makefile's deps-package target installs them).
 #
-# Usage: test-package.sh DEB BUILD_DIR
+# Usage: test-package.sh DEB BUILD_DIR [PYTHON_DEB]
+# PYTHON_DEB (default: python3-accmon_<version>_all.deb next to DEB) is linted, installed beside DEB and run too.
 # Prints one PASS or FAIL line per check and a closing "N passed, N failed" line; exits non-zero on any failure.
 set -uo pipefail
 deb=$(realpath "${1:?usage: test-package.sh DEB BUILD_DIR}")
@@ -44,21 +45,42 @@ stage=$work/extracted
 dpkg-deb -x "$deb" "$stage"
 version=$(dpkg-deb -f "$deb" Version)
 info "$(basename "$deb"): $(stat -c %s "$deb") bytes; Depends: $(dpkg-deb -f "$deb" Depends)"
+python_deb=$(realpath -m "${3:-$(dirname "$deb")/python3-accmon_${version}_all.deb}")
+[ -f "$python_deb" ] || { fail "no Python package at $python_deb"; finish; }
+python_stage=$work/extracted-python
+dpkg-deb -x "$python_deb" "$python_stage"
+info "$(basename "$python_deb"): $(stat -c %s "$python_deb") bytes; Depends: $(dpkg-deb -f "$python_deb" Depends)"
 
 # --- lintian: no error, no warning (informational tags are listed, not failed) -----------------------------------
-lintian_output=$(lintian --fail-on error,warning --display-info "$deb" 2>&1 | grep -v '^running with root privileges')
-lintian_status=${PIPESTATUS[0]}
-printf '%s\n' "$lintian_output" | sed 's/^/     lintian: /'
-errors=$(printf '%s\n' "$lintian_output" | grep -c '^E: ' || true)
-warnings=$(printf '%s\n' "$lintian_output" | grep -c '^W: ' || true)
-if [ "$lintian_status" = 0 ] && [ "$errors" = 0 ] && [ "$warnings" = 0 ]; then
-  pass "lintian: 0 errors, 0 warnings"
-else
-  fail "lintian: $errors errors, $warnings warnings (exit $lintian_status)"
-fi
+lint() {  # lint DEB: PASS when lintian reports no error and no warning
+  local output status errors warnings
+  output=$(lintian --fail-on error,warning --display-info "$1" 2>&1)
+  status=$?
+  output=$(printf '%s\n' "$output" | grep -v '^running with root privileges')
+  printf '%s\n' "$output" | sed 's/^/     lintian: /'
+  errors=$(printf '%s\n' "$output" | grep -c '^E: ' || true)
+  warnings=$(printf '%s\n' "$output" | grep -c '^W: ' || true)
+  if [ "$status" = 0 ] && [ "$errors" = 0 ] && [ "$warnings" = 0 ]; then
+    pass "lintian $(basename "$1"): 0 errors, 0 warnings"
+  else
+    fail "lintian $(basename "$1"): $errors errors, $warnings warnings (exit $status)"
+  fi
+}
+lint "$deb"
+lint "$python_deb"
+
+# --- the Python package: Debian's dist-packages, no byte code, the pytest plugin's entry point ---------------------
+python_site=$python_stage/usr/lib/python3/dist-packages
+check "python3-accmon: Architecture all, Depends on python3" \
+  test "$(dpkg-deb -f "$python_deb" Architecture)|$(dpkg-deb -f "$python_deb" Depends)" = "all|python3:any (>= 3.9~)"
+check "python3-accmon: the modules and py.typed in /usr/lib/python3/dist-packages/accmon, no __pycache__" bash -c "
+  test -f '$python_site/accmon/__init__.py' && test -f '$python_site/accmon/py.typed' &&
+  ! find '$python_stage' -name __pycache__ -o -name '*.pyc' | grep -q ."
+check "python3-accmon: the pytest11 entry point of accmon.testing" \
+  grep -qx 'accmon.testing = accmon.testing' "$python_site/accmon-$version.dist-info/entry_points.txt"
 
 # --- the binaries: static Swift runtime, stripped, hardened ----------------------------------------------------
-for binary in usr/sbin/accmond usr/bin/accmon; do
+for binary in usr/sbin/accmond usr/bin/accmon usr/sbin/accmon-mqtt; do
   check "$binary: no Swift runtime library among its dependencies" \
     bash -c "! readelf -d '$stage/$binary' | grep NEEDED | grep -i swift"
   check "$binary: no RUNPATH" bash -c "! readelf -d '$stage/$binary' | grep -E 'RUNPATH|RPATH'"
@@ -87,11 +109,24 @@ check "accmond.service: Type=notify, ExecReload=, WatchdogSec=, a state director
 # /run/accmon is accmond.socket's; as a RuntimeDirectory= of a DynamicUser= service, systemd would move it to
 # /run/private and lock every client but root out (packaging/systemd-test/checks/10-socket-activation.sh).
 check "accmond.service: no RuntimeDirectory=" bash -c "! grep -q '^RuntimeDirectory' '${units[1]}'"
+check "systemd-analyze verify accmon-mqtt.service" \
+  unshare -m sh -ec 'mount -t tmpfs tmpfs /usr/sbin; cp "$1/usr/sbin/accmon-mqtt" /usr/sbin/
+    shift; MANPATH="$0/usr/share/man" exec systemd-analyze verify "$@"' "$stage" "$stage" \
+    "$stage/usr/lib/systemd/system/accmon-mqtt.service"
+bridge_unit=$stage/usr/lib/systemd/system/accmon-mqtt.service
+exposure=$(systemd-analyze security --offline=yes "$bridge_unit" 2>&1 | sed -n 's/.*Overall exposure level for accmon-mqtt.service: \([0-9.]*\).*/\1/p')
+if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e <= 2.5) }'; then
+  pass "systemd-analyze security --offline=yes accmon-mqtt.service: exposure $exposure (at most 2.5)"
+else
+  fail "systemd-analyze security --offline=yes accmon-mqtt.service: exposure '${exposure:-?}' (at most 2.5)"
+fi
+check "accmon-mqtt.service: the static user accmon-mqtt, group accmon, no restart on a bad configuration" \
+  grep -qzP 'RestartPreventExitStatus=64 65\n(.|\n)*User=accmon-mqtt\nGroup=accmon\n' "$bridge_unit"
 check "accmond.socket: /run/accmon/accmon.sock, group accmon, mode 0660" \
   grep -qzP 'ListenStream=/run/accmon/accmon.sock\n(.|\n)*SocketGroup=accmon\nSocketMode=0660\n' "${units[0]}"
 
 # --- man pages and completion --------------------------------------------------------------------------------------
-for page in man8/accmond.8 man1/accmon.1 man5/accmon-manifest.5; do
+for page in man8/accmond.8 man1/accmon.1 man5/accmon-manifest.5 man8/accmon-mqtt.8; do
   file=$stage/usr/share/man/$page.gz
   check "man page $page renders without warnings" bash -c \
     "test -f '$file' && test -z \"\$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z '$file' 2>&1 >/dev/null)\""
@@ -99,6 +134,9 @@ done
 accmond_options=$("$stage/usr/sbin/accmond" --help | grep -oE '^ +--[a-z-]+' | tr -d ' ')
 check "accmond(8) documents every option of accmond --help" bash -c \
   "text=\$(zcat '$stage/usr/share/man/man8/accmond.8.gz' | sed 's/\\\\-/-/g'); for o in $(echo $accmond_options); do grep -q -- \"\$o\" <<<\"\$text\" || { echo \"missing \$o\"; exit 1; }; done"
+bridge_options=$("$stage/usr/sbin/accmon-mqtt" --help | grep -oE '^ +--[a-z-]+' | tr -d ' ')
+check "accmon-mqtt(8) documents every option of accmon-mqtt --help" bash -c \
+  "text=\$(zcat '$stage/usr/share/man/man8/accmon-mqtt.8.gz' | sed 's/\\\\-/-/g'); for o in $(echo $bridge_options); do grep -q -- \"\$o\" <<<\"\$text\" || { echo \"missing \$o\"; exit 1; }; done"
 accmon_commands=$("$stage/usr/bin/accmon" --help | sed -n '/^Commands:/,/^$/p' | awk 'NF > 1 { print $1 }')
 check "accmon(1) documents every command of accmon --help" bash -c \
   "text=\$(zcat '$stage/usr/share/man/man1/accmon.1.gz'); for c in $(echo $accmon_commands); do grep -q \"^\\.SS accmon \$c\" <<<\"\$text\" || { echo \"missing \$c\"; exit 1; }; done"
@@ -144,17 +182,36 @@ snapshot() {  # every path in the chroot but the kernel's, dpkg's and apt's book
 snapshot >"$work/before.txt"
 groups_before=$(cut -d: -f1 "$root/etc/group" | sort | tr '\n' ' ')
 
-cp "$deb" "$root/tmp/"
-in_root dpkg -i "/tmp/$(basename "$deb")" >"$work/dpkg-i.log" 2>&1 || info "dpkg -i left dependencies to apt-get -f install"
-check "dpkg -i plus apt-get -f install in a minbase chroot" in_root apt-get -f install -y -q
-check "the package is installed" bash -c "[ \"\$(chroot '$root' dpkg-query -W -f='\${Status}' accmon)\" = 'install ok installed' ]"
+cp "$deb" "$python_deb" "$root/tmp/"
+in_root dpkg -i "/tmp/$(basename "$deb")" "/tmp/$(basename "$python_deb")" >"$work/dpkg-i.log" 2>&1 ||
+  info "dpkg -i left dependencies to apt-get -f install"
+# Without recommends: python3 recommends ca-certificates, which apt itself recommends too, so autoremove would keep it
+# after the purge below and the leftover check would see its files.
+check "dpkg -i of both packages plus apt-get -f install in a minbase chroot" \
+  in_root apt-get -f install -y -q --no-install-recommends
+for package in accmon python3-accmon; do
+  check "$package is installed" bash -c "[ \"\$(chroot '$root' dpkg-query -W -f='\${Status}' $package)\" = 'install ok installed' ]"
+done
+check "python3-accmon: postinst byte-compiled the modules (py3compile)" \
+  bash -c "ls '$root'/usr/lib/python3/dist-packages/accmon/__pycache__/session.*.pyc"
+check "python3-accmon: import accmon in the chroot" bash -c \
+  "[ \"\$(chroot '$root' python3 -c 'import accmon, accmon.simulator; print(accmon.__version__)')\" = '$version' ]"
 check "postinst created the system group accmon" bash -c "chroot '$root' getent group accmon | grep -qE '^accmon:x:[0-9]{1,3}:'"
 check "postinst enabled accmond.socket (deb-systemd-helper)" \
   test -L "$root/etc/systemd/system/sockets.target.wants/accmond.socket"
 check "/etc/accmon/manifest.json is a conffile" bash -c "chroot '$root' dpkg-query -W -f='\${Conffiles}' accmon | grep -q /etc/accmon/manifest.json"
+check "/etc/accmon/mqtt.json is a conffile" bash -c "chroot '$root' dpkg-query -W -f='\${Conffiles}' accmon | grep -q /etc/accmon/mqtt.json"
+check "postinst created the static system user accmon-mqtt in the group accmon, without a shell" bash -c \
+  "chroot '$root' getent passwd accmon-mqtt | grep -qE '^accmon-mqtt:x:[0-9]{1,3}:[0-9]+:.*:/nonexistent:/usr/sbin/nologin$' &&
+   [ \"\$(chroot '$root' id -gn accmon-mqtt)\" = accmon ]"
+check "accmon-mqtt.service is not enabled by the package" \
+  bash -c "! ls '$root'/etc/systemd/system/*.wants/accmon-mqtt.service 2>/dev/null | grep -q ."
+check "accmon-mqtt --check accepts the shipped mqtt.json, as the user accmon-mqtt" bash -c \
+  "chroot --userspec=accmon-mqtt:accmon '$root' /usr/sbin/accmon-mqtt --check | grep -q '^ok: /etc/accmon/mqtt.json: broker mqtt://localhost:1883'"
+check "accmon-mqtt --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/sbin/accmon-mqtt --version)\" = 'accmon-mqtt $version' ]"
 check "the manifest allows nothing" grep -qE '^ *"default": "reject",' "$root/etc/accmon/manifest.json"
-check "every library accmond and accmon need is in the chroot, none of Swift's" bash -c "
-  out=\$(chroot '$root' ldd /usr/sbin/accmond /usr/bin/accmon); echo \"\$out\"
+check "every library accmond, accmon and accmon-mqtt need is in the chroot, none of Swift's" bash -c "
+  out=\$(chroot '$root' ldd /usr/sbin/accmond /usr/bin/accmon /usr/sbin/accmon-mqtt); echo \"\$out\"
   ! grep -qE 'not found|swift' <<<\"\$out\""
 check "accmond --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/sbin/accmond --version)\" = 'accmond $version' ]"
 check "accmon --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/bin/accmon --version)\" = 'accmon $version' ]"
@@ -186,6 +243,23 @@ check "accmond said what it does (STATUS=)" grep -q 'STATUS=Serving' "$notify_lo
 check "accmond serves the passed socket (socket activation)" grep -q 'socket from the service manager' "$work/accmond.log"
 check "accmond runs inside the chroot" bash -c "[ \"\$(readlink /proc/$activator/root)\" = '$root' ]"
 check "accmon status --json in the chroot" bash -c "chroot '$root' accmon status --json | grep -q '\"daemonVersion\":\"$version\"'"
+check "python3 -m accmon list in the chroot: the same as accmon list" bash -c \
+  "[ \"\$(chroot '$root' python3 -m accmon list)\" = \"\$(chroot '$root' accmon list)\" ]"
+check "python3 -m accmon status --json in the chroot" bash -c \
+  "chroot '$root' python3 -m accmon status --json | grep -q '\"daemonVersion\":\"$version\"'"
+check "python3 -m accmon wait --timeout 0.2 in the chroot: nothing is allowed, so exit 75" bash -c \
+  "chroot '$root' python3 -m accmon wait --timeout 0.2; [ \$? = 75 ]"
+# accmon.simulator (the pytest plugin's daemon) finds the packaged /usr/sbin/accmond off PATH, runs it with
+# --simulate on a socket of its own, and a plugged accessory reaches a client.
+check "python3-accmon: SimulatedDaemon runs /usr/sbin/accmond --simulate in the chroot; a plug reaches wait_for" \
+  in_root env PATH=/usr/bin:/bin python3 -c '
+import accmon
+from accmon.simulator import SimulatedDaemon
+with SimulatedDaemon() as daemon:
+    assert daemon.accmond == "/usr/sbin/accmond", daemon.accmond
+    daemon.plug(kind="serial", vendor="0403", product="6001", nodes=["/dev/ttyUSB0"])
+    assert accmon.Client(daemon.socket).wait_for(kind="serial", timeout=5).device_node == "/dev/ttyUSB0"
+'
 sleep 1.2
 check "WATCHDOG=1 pings at WATCHDOG_USEC=1000000" bash -c "[ \$(grep -c 'WATCHDOG=1' '$notify_log') -ge 2 ]"
 kill -TERM "$activator"
@@ -203,18 +277,21 @@ sed 's/^/     notify: /' "$notify_log" | grep -v WATCHDOG | head -8
 sed 's/^/     accmond: /' "$work/accmond.log" | head -8
 
 # --- purge ---------------------------------------------------------------------------------------------------------
+check "dpkg --purge python3-accmon (prerm removes the byte code: py3clean)" in_root dpkg --purge python3-accmon
 check "dpkg --purge accmon" in_root dpkg --purge accmon
 check "the package is gone from dpkg's database" bash -c "! chroot '$root' dpkg-query -W -f='\${Status}' accmon 2>/dev/null | grep -q ."
-rm -f "$root/tmp/$(basename "$deb")"
+rm -f "$root/tmp/$(basename "$deb")" "$root/tmp/$(basename "$python_deb")"
 # What apt-get -f install pulled in for accmon (libssl3, for the descriptor hash) is marked automatic: autoremove
 # takes it away again, as on any Debian system.
 check "apt-get autoremove --purge removes the dependencies installed for accmon" \
   in_root apt-get autoremove --purge -y -q
 snapshot >"$work/after.txt"
-# The group is kept on purpose (see debian/postrm); /etc/group and /etc/gshadow change with it.
-leftovers=$(diff "$work/before.txt" "$work/after.txt" | grep '^[<>]' | grep -vE '^[<>] \./etc/(group|gshadow)-?$')
+# The group and the bridge's user are kept on purpose (see debian/postrm); /etc/group, /etc/passwd and their shadows
+# change with them.
+leftovers=$(diff "$work/before.txt" "$work/after.txt" | grep '^[<>]' |
+  grep -vE '^[<>] \./etc/(group|gshadow|passwd|shadow)-?$')
 if [ -z "$leftovers" ]; then
-  pass "dpkg --purge (and autoremove) removed every file installed and everything accmond made (only the group accmon is kept)"
+  pass "dpkg --purge (and autoremove) removed every file installed and everything accmond made (only the group accmon and the user accmon-mqtt are kept)"
 else
   fail "dpkg --purge left files behind or removed others:"
   printf '%s\n' "$leftovers" | head -20 | sed 's/^/    /'

@@ -144,9 +144,11 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var sequence: UInt64
     /// Whether the simulated event source is enabled.
     public var simulate: Bool
-    /// Each client session (for an ordinary user: only their own).
+    /// Each client session (for an ordinary user: only their own, at most 100).
     public var clients: [SessionStatus]
-    /// The manifest in force and the outcome of the last attempt to load it.
+    /// Sessions not listed in ``clients`` (an ordinary user's past the first 100); absent when all are.
+    public var unlistedClients: Int?
+    /// The manifest in force and the outcome of the last attempt to load it; for the manifest's admins only.
     public var manifest: ManifestStatus?
 
     /// Creates a status.
@@ -162,6 +164,7 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
         self.sequence = sequence
         self.simulate = simulate
         self.clients = clients
+        self.unlistedClients = nil
         self.manifest = manifest
     }
 }

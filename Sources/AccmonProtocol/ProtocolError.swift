@@ -46,6 +46,9 @@ public struct ProtocolError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let simulationDisabled = Code(rawValue: "simulation-disabled")
         /// A connection id that is not connected.
         public static let noSuchConnection = Code(rawValue: "no-such-connection")
+        /// The connection is over one of the daemon's connection limits (in total, per user, or out of file
+        /// descriptors): the daemon sends this error and closes the connection.
+        public static let tooManyConnections = Code(rawValue: "too-many-connections")
     }
 
     /// The stable code.

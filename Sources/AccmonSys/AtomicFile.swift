@@ -107,6 +107,21 @@ public enum AtomicFile {
         return try readRegularFile(file, path: path, limit: limit)
     }
 
+    /// Reads the whole regular file at `path` (a symbolic link is followed: an admin may link a configuration file
+    /// into place) of at most `limit` bytes; `nil` when it does not exist. As ``read(_:in:limit:)``, it is opened
+    /// without blocking and checked to be a regular file before it is read.
+    public static func read(_ path: String, limit: Int = 4 << 20) throws(FileError) -> [UInt8]? {
+        let file: FileDescriptor
+        do throws(Errno) {
+            file = try FileDescriptor.openForReading(path, followingSymbolicLinks: true)
+        } catch {
+            if error == .noSuchFileOrDirectory { return nil }
+            throw FileError(operation: "open", path: path, errno: error)
+        }
+        defer { file.close() }
+        return try readRegularFile(file, path: path, limit: limit)
+    }
+
     /// Reads an open file that must be a regular file of at most `limit` bytes (checked with `fstat` first).
     public static func readRegularFile(_ file: FileDescriptor, path: String, limit: Int) throws(FileError) -> [UInt8] {
         let status: FileStatus

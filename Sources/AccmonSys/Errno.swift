@@ -26,6 +26,10 @@ public struct Errno: Error, RawRepresentable, Sendable, Hashable, CustomStringCo
     public static let connectionReset = Errno(rawValue: ECONNRESET)
     /// `EADDRINUSE`: the address is in use.
     public static let addressInUse = Errno(rawValue: EADDRINUSE)
+    /// `EMFILE`: the process has as many descriptors open as its limit allows.
+    public static let processOutOfDescriptors = Errno(rawValue: EMFILE)
+    /// `ENFILE`: the system has as many files open as it allows.
+    public static let systemOutOfDescriptors = Errno(rawValue: ENFILE)
 
     public var description: String { String(cString: strerror(rawValue)) }
 }

@@ -14,9 +14,6 @@ public struct DaemonConfiguration: Sendable {
     public var simulate: Bool
     /// Whether the daemon watches udev (the executable adds a ``UdevEventSource`` when set).
     public var watchesUdev: Bool
-    /// The most bytes buffered for one client; past it the client counts as not reading: it is suspended and its
-    /// events are queued and coalesced until it reads again.
-    public var maximumOutboundBytes: Int
     /// The manifest's main file.
     public var manifestPath: String
     /// The manifest's drop-in directory (`*.json`, read in name order after the main file).
@@ -25,8 +22,8 @@ public struct DaemonConfiguration: Sendable {
     public var stateDirectory: String?
     /// How long a preserved session (a client with a restore id that went away) is kept.
     public var restoreRetentionSeconds: Double
-    /// The most preserved sessions kept; past it the oldest is dropped.
-    public var maximumPreservedSessions: Int
+    /// What one client, one user and all clients together may hold.
+    public var limits: DaemonLimits
     /// Whether SIGTERM and SIGINT stop the daemon (off when a test runs it in process).
     public var handlesSignals: Bool
     /// Where the daemon logs.
@@ -46,20 +43,19 @@ public struct DaemonConfiguration: Sendable {
     /// Creates a configuration.
     public init(
         socketPath: String = WireFormat.defaultSocketPath, simulate: Bool = false, watchesUdev: Bool = true,
-        maximumOutboundBytes: Int = 4 << 20, manifestPath: String = Manifest.defaultPath,
+        limits: DaemonLimits = DaemonLimits(), manifestPath: String = Manifest.defaultPath,
         manifestDirectory: String = Manifest.defaultDropInDirectory, stateDirectory: String? = "/var/lib/accmon",
-        restoreRetentionSeconds: Double = 86_400, maximumPreservedSessions: Int = 1024, handlesSignals: Bool = true,
+        restoreRetentionSeconds: Double = 86_400, handlesSignals: Bool = true,
         logger: Logger = Logger(label: "accmond")
     ) {
         self.socketPath = socketPath
         self.simulate = simulate
         self.watchesUdev = watchesUdev
-        self.maximumOutboundBytes = maximumOutboundBytes
+        self.limits = limits
         self.manifestPath = manifestPath
         self.manifestDirectory = manifestDirectory
         self.stateDirectory = stateDirectory
         self.restoreRetentionSeconds = restoreRetentionSeconds
-        self.maximumPreservedSessions = maximumPreservedSessions
         self.handlesSignals = handlesSignals
         self.logger = logger
     }

@@ -10,6 +10,7 @@ enum ExitCode: Int32 {
     case usage = 64
     case dataError = 65
     case unavailable = 69
+    case timedOut = 75
     case permissionDenied = 77
 
     /// The exit code for a client library error.

@@ -8,7 +8,9 @@ struct ListCommand: Command {
     static let name = "list"
     static let abstract = "List the accessories connected now."
     static let usage = """
-        Usage: accmon list [--json] [--all] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME] [--socket PATH]
+        Usage: accmon list [--json] [--all] [--connection ID] [--kind KIND] [--vendor ID] [--product ID]
+                           [--protocol NAME] [--socket PATH]
+               accmon list --broker URL [--host GLOB] [--json] [FILTER OPTIONS] [BROKER OPTIONS]
 
         \(abstract)
 
@@ -16,12 +18,20 @@ struct ListCommand: Command {
           --json             print {"version":1,"seq":N,"accessories":[...]} with sorted keys (with --all, also
                              "rejected": {connection id: reason})
           --all              also accessories the manifest rejected (root and the manifest's admins only)
+          --connection ID    only the accessory connected as this connection id (a service started for it learns
+                             the id from its instance name)
         \(filterOptionsHelp)
         \(CommonOptions.help)
+
+        Fleet view (every host's bridge, through an MQTT broker; with --json:
+        {"version":1,"hosts":[{"host":...,"state":...,"status":{...},"accessories":[...]}]}):
+        \(FleetOptions.help)
 
         """
 
     var selection: SelectionOptions
+    /// `--connection ID`: only the accessory connected as this connection id.
+    var connectionID: ConnectionID?
     var common: CommonOptions { selection.common }
     var json: Bool { selection.json }
     var all: Bool { selection.all }
@@ -30,9 +40,22 @@ struct ListCommand: Command {
     init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
         selection = SelectionOptions(common: CommonOptions(socket: socket))
         while let option = try arguments.next() {
-            if try !selection.parse(option, &arguments) { throw UsageError("unknown option '\(option)'") }
+            if option == "--connection" {
+                let text = try arguments.value(for: option)
+                guard let number = UInt64(text) else {
+                    throw UsageError("--connection: '\(text)' is not a connection id (a number such as 12)")
+                }
+                connectionID = ConnectionID(number)
+            } else if try !selection.parse(option, &arguments) {
+                throw UsageError("unknown option '\(option)'")
+            }
         }
+        fleetView = try selection.fleet.validate(restoreID: nil, all: all)
+        if fleetView && connectionID != nil { throw UsageError("--connection and --broker do not go together") }
     }
+
+    /// Whether `--broker` asks for the fleet view.
+    var fleetView = false
 
     struct Output: Encodable {
         var version = jsonOutputVersion
@@ -42,9 +65,14 @@ struct ListCommand: Command {
     }
 
     func run() async throws(AccmonError) {
+        if fleetView {
+            try await selection.fleet.list(filter: filter, json: json)
+            return
+        }
         let connection = try await common.connect()
-        let snapshot = try await connection.list(filter, includeRejected: all)
+        var snapshot = try await connection.list(filter, includeRejected: all)
         connection.close()
+        if let connectionID { snapshot.accessories.removeAll { $0.connectionID != connectionID } }
         if json {
             let rejected = Dictionary(uniqueKeysWithValues: snapshot.rejected.map { ($0.key.description, $0.value) })
             writeOut(
@@ -126,6 +154,8 @@ struct StatusCommand: Command {
                 writeOut("              the last load failed; the manifest above stays in force:\n")
                 for problem in manifest.lastFailure { writeOut("                \(problem)\n") }
             }
+        } else {
+            writeOut("manifest:     shown to root and the manifest's admins only\n")
         }
         let rows = status.clients.map { client in
             [
@@ -136,6 +166,7 @@ struct StatusCommand: Command {
             ]
         }
         writeOut("\n" + table(["SESSION", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows))
+        if let unlisted = status.unlistedClients { writeOut("(and \(unlisted) more sessions of this user)\n") }
     }
 }
 

@@ -10,6 +10,7 @@ struct WatchCommand: Command {
     static let usage = """
         Usage: accmon watch [--json] [--all] [--restore-id ID] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME]
                             [--socket PATH]
+               accmon watch --broker URL [--host GLOB] [--json] [FILTER OPTIONS] [BROKER OPTIONS]
 
         \(abstract)
         First prints the accessories connected now (as "present"), then one line per event: time, connect or
@@ -24,6 +25,10 @@ struct WatchCommand: Command {
                              with "restored":true), then what it missed; it reconnects by itself
         \(filterOptionsHelp)
         \(CommonOptions.help)
+
+        Fleet view (every host's bridge, through an MQTT broker; with --json: a "fleet" line, then "connect",
+        "disconnect" and "status" lines, each with its "host"):
+        \(FleetOptions.help)
 
         """
 
@@ -44,7 +49,11 @@ struct WatchCommand: Command {
             }
         }
         if all && restoreID != nil { throw UsageError("--all and --restore-id do not go together") }
+        fleetView = try selection.fleet.validate(restoreID: restoreID, all: all)
     }
+
+    /// Whether `--broker` asks for the fleet view.
+    var fleetView = false
 
     /// The first `--json` line of a session with a restore id.
     struct SessionLine: Encodable {
@@ -54,6 +63,10 @@ struct WatchCommand: Command {
     }
 
     func run() async throws(AccmonError) {
+        if fleetView {
+            try await selection.fleet.watch(filter: filter, json: json)
+            return
+        }
         if let restoreID {
             try await runSession(restoreID: restoreID)
             return

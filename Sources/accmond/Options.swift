@@ -4,10 +4,11 @@ import AccmonProtocol
 import AccmondKit
 
 let defaults = DaemonConfiguration()
+let limits = DaemonLimits()
 
 let usage = """
-    Usage: accmond [--socket PATH] [--simulate] [--no-udev] [--log-level LEVEL] [--max-client-buffer BYTES]
-                   [--manifest PATH] [--manifest-dir DIR] [--state-dir PATH] [--restore-retention SECONDS] [--max-preserved N]
+    Usage: accmond [--socket PATH] [--simulate] [--no-udev] [--log-level LEVEL] [--manifest PATH] [--manifest-dir DIR]
+                   [--state-dir PATH] [--restore-retention SECONDS] [LIMITS]
 
     The accmon daemon: publishes accessory connect and disconnect events on a Unix socket.
 
@@ -16,16 +17,26 @@ let usage = """
       --simulate                 enable the simulated event source driven by `accmon simulate`
       --no-udev                  do not watch udev (with --simulate: only simulated accessories)
       --log-level LEVEL          trace, debug, info, notice, warning, error or critical (default info)
-      --max-client-buffer BYTES  bytes buffered for a client that does not read; past it the client is suspended and
-                                 its events are queued and coalesced (default \(defaults.maximumOutboundBytes))
       --manifest PATH            the manifest's main file (default \(defaults.manifestPath))
       --manifest-dir DIR         its drop-ins, *.json in name order (default \(defaults.manifestDirectory))
       --state-dir PATH           keep state across restarts here (default \(defaults.stateDirectory ?? "none"))
       --restore-retention SECS   keep a gone client's session for its restore id this long (default \
     \(Int(defaults.restoreRetentionSeconds)))
-      --max-preserved N          keep at most N such sessions (default \(defaults.maximumPreservedSessions))
       -h, --help                 show this help
       --version                  show the version
+
+    Limits (a client over a connection limit gets the error too-many-connections and is closed; a client over an
+    output limit is suspended: its events are queued and coalesced until it reads, and its requests wait):
+      --max-connections N           client connections open at once (default \(limits.connections))
+      --max-connections-per-user N  connections of one user, root excepted (default \(limits.connectionsPerUser))
+      --max-client-buffer BYTES     bytes buffered for one client (default \(limits.clientOutputBytes); at least 4096)
+      --max-output-bytes BYTES      bytes buffered for all clients together; past it the clients holding the most
+                                    are suspended first (default \(limits.totalOutputBytes); at least 65536)
+      --max-requests-per-turn N     requests of one client handled before the others' (default \
+    \(limits.requestsPerTurn))
+      --max-preserved N             sessions kept for restore ids, in all (default \(limits.preservedSessions))
+      --max-preserved-per-user N    of one user; past it that user's oldest is dropped (default \
+    \(limits.preservedSessionsPerUser))
 
     """
 
@@ -46,16 +57,25 @@ func parseInvocation(_ arguments: [String]) throws(UsageError) -> Invocation {
         case "--simulate": configuration.simulate = true
         case "--no-udev": configuration.watchesUdev = false
         case "--log-level": configuration.logger.level = try cursor.choice(for: argument, of: LogLevel.self)
-        case "--max-client-buffer":
-            configuration.maximumOutboundBytes = try cursor.integer(for: argument, in: 4096...Int.max)
         case "--state-dir": configuration.stateDirectory = try cursor.value(for: argument)
         case "--manifest": configuration.manifestPath = try cursor.value(for: argument)
         case "--manifest-dir": configuration.manifestDirectory = try cursor.value(for: argument)
         case "--restore-retention":
             configuration.restoreRetentionSeconds = try cursor.seconds(
                 for: argument, in: 0...Double.greatestFiniteMagnitude)
+        case "--max-connections": configuration.limits.connections = try cursor.integer(for: argument, in: 1...Int.max)
+        case "--max-connections-per-user":
+            configuration.limits.connectionsPerUser = try cursor.integer(for: argument, in: 1...Int.max)
+        case "--max-client-buffer":
+            configuration.limits.clientOutputBytes = try cursor.integer(for: argument, in: 4096...Int.max)
+        case "--max-output-bytes":
+            configuration.limits.totalOutputBytes = try cursor.integer(for: argument, in: 65536...Int.max)
+        case "--max-requests-per-turn":
+            configuration.limits.requestsPerTurn = try cursor.integer(for: argument, in: 1...Int.max)
         case "--max-preserved":
-            configuration.maximumPreservedSessions = try cursor.integer(for: argument, in: 0...Int.max)
+            configuration.limits.preservedSessions = try cursor.integer(for: argument, in: 0...Int.max)
+        case "--max-preserved-per-user":
+            configuration.limits.preservedSessionsPerUser = try cursor.integer(for: argument, in: 0...Int.max)
         case "-h", "--help": return .help
         case "--version": return .version
         default:

@@ -77,7 +77,7 @@ import Testing
     /// Listing stops at the limit and says so.
     @Test func listingIsBounded() throws {
         let scratch = try TemporaryDirectory()
-        for index in 0..<5 { FileManager.default.createFile(atPath: scratch.file("f\(index)"), contents: nil) }
+        for index in 0..<5 { _ = FileManager.default.createFile(atPath: scratch.file("f\(index)"), contents: nil) }
         let directory = try Self.opened(scratch)
         defer { directory.close() }
         let all = try directory.names(limit: 5)

@@ -60,3 +60,13 @@ public final class TemporaryDirectory: Sendable {
         try? FileManager.default.removeItem(atPath: path)  // try?: best-effort cleanup of a temp dir
     }
 }
+
+/// The repository's files the tests use (scripts under `Tests/`).
+public enum Repository {
+    /// The repository root: two levels above this file (`Tests/AccmonTestSupport/`).
+    public static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+
+    /// A file of the repository, by its path from the root.
+    public static func file(_ path: String) -> URL { root.appendingPathComponent(path) }
+}

@@ -4,23 +4,33 @@ import AccmonSys
 
 /// The clients' sockets: accepting, reading request bytes, and writing what the sessions queued.
 extension BrokerLoop {
+    /// Accepts pending connections, at most ``acceptsPerTurn`` (a flood of connections must not starve the clients
+    /// already served; the rest wait in the backlog for the next turn); refuses (with `too-many-connections`) those
+    /// over a connection limit.
     func acceptClients() {
-        guard let listener else { return }
-        while true {
+        guard let listener, !listenerPaused else { return }
+        for _ in 0..<Self.acceptsPerTurn {
             let descriptor: FileDescriptor
             do {
                 guard let accepted = try UnixSocket.accept(listener) else { return }
                 descriptor = accepted
+            } catch  where error == .processOutOfDescriptors || error == .systemOutOfDescriptors {
+                refuseForWantOfDescriptors(listener, error)
+                return
             } catch {
-                // EMFILE and friends: log and let the next readiness retry; clients wait in the backlog.
-                logger.warning(.transportFailure, "accept: \(state.configuration.socketPath): \(error)")
+                logThrottled("accept", .transportFailure, "accept: \(state.configuration.socketPath): \(error)")
                 return
             }
-            let number = state.sessions.takeNumber()
             let peer = try? UnixSocket.peerCredentials(descriptor)  // try?: without them the client is nobody
+            if let refusal = connectionLimitReached(by: peer) {
+                refuse(descriptor, refusal)
+                continue
+            }
+            let number = state.sessions.takeNumber()
             let session = Session(
                 number: number, descriptor: descriptor, peer: peer,
-                outboundLimit: state.configuration.maximumOutboundBytes, now: monotonicNanoseconds())
+                outboundLimit: state.configuration.limits.clientOutputBytes, budget: state.sessions.budget,
+                now: monotonicNanoseconds())
             do {
                 try poller.add(descriptor, interest: .readable, token: number)
             } catch {
@@ -31,6 +41,54 @@ extension BrokerLoop {
             state.sessions.add(session)
             logger.debug(.clientConnected, "client connected", session.metadata)
         }
+    }
+
+    /// Why a client of `peer` may not connect now, or `nil`.
+    private func connectionLimitReached(by peer: PeerCredentials?) -> String? {
+        let limits = state.configuration.limits
+        if state.sessions.count >= limits.connections {
+            return "\(limits.connections) client connections are open (--max-connections)"
+        }
+        if let uid = peer?.uid, uid != 0, state.sessions.count(of: uid) >= limits.connectionsPerUser {
+            return
+                "uid \(uid) has \(limits.connectionsPerUser) connections open (--max-connections-per-user); close one"
+                + " first"
+        }
+        return nil
+    }
+
+    /// Tells a client why it is refused, then closes its connection.
+    private func refuse(_ descriptor: FileDescriptor, _ reason: String) {
+        let error = ProtocolError(.tooManyConnections, "connect: accmond: \(reason)")
+        descriptor.sendOnce(state.codec.encode(.error(id: nil, error)))
+        descriptor.close()
+        logThrottled("refused", .limitReached, "client refused: \(reason)")
+    }
+
+    /// `accept` failed for want of descriptors: the spare one kept for this is closed to accept the waiting
+    /// client, which is told so and closed, then reopened. Without it (another open took it) the listener is not
+    /// watched until a session closes or a second passes: a listener that stays readable must not make the loop spin.
+    private func refuseForWantOfDescriptors(_ listener: FileDescriptor, _ error: Errno) {
+        if let spare = spareDescriptor {
+            spare.close()
+            spareDescriptor = nil
+            if let accepted = try? UnixSocket.accept(listener) {  // try?: none waiting any more is fine
+                refuse(accepted, "out of file descriptors (\(error))")
+            }
+            spareDescriptor = try? FileDescriptor.openReadOnly("/dev/null")  // try?: nil pauses the listener below
+            if spareDescriptor != nil { return }
+        }
+        pauseListener()
+        logThrottled(
+            "accept", .transportFailure,
+            "accept: \(state.configuration.socketPath): \(error); not accepting"
+                + " until a client leaves")
+    }
+
+    /// Logs at most one line per `kind` every ten seconds, with how many occurred since the last one.
+    func logThrottled(_ kind: String, _ id: LogMessageID, _ message: String) {
+        guard let count = logThrottle.occurrence(of: kind) else { return }
+        logger.warning(id, count > 1 ? "\(message) (\(count) times since the last such line)" : message)
     }
 
     func serve(_ readiness: Readiness) {

@@ -24,6 +24,8 @@ final class BrokerLoop {
     /// How long shutdown waits for clients to take the `shutdown` line.
     private static let shutdownGraceNanoseconds: UInt64 = 2_000_000_000
     static let readChunk = 65_536
+    /// Connections accepted in one turn at most.
+    static let acceptsPerTurn = 64
 
     let state: BrokerState
     let requests: RequestHandler
@@ -38,6 +40,12 @@ final class BrokerLoop {
     private let stopFlag: StopFlag
     var readBuffer = [UInt8](repeating: 0, count: readChunk)
     var logger: Logger { state.logger }
+    /// A descriptor kept open to be closed when `accept` runs out of them, so that the waiting client can be told.
+    var spareDescriptor: FileDescriptor?
+    /// Whether the listener is out of the epoll set (out of descriptors with no spare), and until when at most.
+    var listenerPaused = false
+    private var listenerPausedUntil: UInt64 = 0
+    var logThrottle = LogThrottle()
 
     init(
         configuration: DaemonConfiguration, listener: FileDescriptor, sink: EventSink,
@@ -87,6 +95,15 @@ final class BrokerLoop {
         } catch {
             throw DaemonError(description: "accmond: epoll: \(error)")
         }
+        // Room for every connection the limits allow, and the daemon's own descriptors.
+        let descriptors = DescriptorLimit.raiseSoftLimit(to: configuration.limits.connections + 64)
+        if descriptors < configuration.limits.connections + 16 {
+            logger.notice(
+                .limitReached,
+                "open files: the limit is \(descriptors) descriptors, under --max-connections"
+                    + " \(configuration.limits.connections): clients past it are refused as out of descriptors")
+        }
+        spareDescriptor = try? FileDescriptor.openReadOnly("/dev/null")  // try?: without it the listener pauses
         publisher.install(loader.loadNow(), initial: true)
         persistence.restore()
         // Accessories remembered from before a restart are judged by the manifest now in force.
@@ -114,6 +131,11 @@ final class BrokerLoop {
                 default: serve(readiness)
                 }
             }
+            // Request lines left over their turn's quota: after every client that was ready.
+            for session in state.sessions.beginTurn() where !session.isClosing {
+                requests.handlePendingLines(of: session)
+                state.sessions.queueFlush(session)
+            }
             publisher.publishWaiting()
             for loaded in loadedManifests.take() { requests.manifestLoaded(loaded) }
             finishTurn()
@@ -126,19 +148,40 @@ final class BrokerLoop {
         shutDown()
     }
 
-    /// How long the loop may sleep: until the next preserved session expires, or the pending state save is due.
+    /// How long the loop may sleep: not at all while request lines wait for their turn; else until the next preserved
+    /// session expires, the pending state save is due, or a paused listener is watched again.
     private func nextTimeoutMilliseconds() -> Int32 {
+        if state.sessions.hasDeferredWork { return 0 }
         let now = monotonicNanoseconds()
         var wait = state.preserved.nanosecondsUntilNextExpiry(now: now)
         if let due = persistence.nanosecondsUntilSaveDue(now: now) { wait = min(wait ?? .max, due) }
+        if listenerPaused { wait = min(wait ?? .max, listenerPausedUntil > now ? listenerPausedUntil - now : 0) }
         guard let wait else { return -1 }
         return Int32(min(wait / 1_000_000 + 1, 60_000))
     }
 
-    /// Flushes the sessions that got output this turn, then closes those that ended (keeping restorable ones).
+    /// Flushes the sessions that got output this turn, then closes those that ended (keeping restorable ones); a
+    /// paused listener is watched again once a descriptor is free.
     func finishTurn() {
         state.sessions.flushPending { flush($0) }
+        let freed = state.sessions.hasClosedSessions
         state.sessions.removeClosed { release($0) }
+        if listenerPaused && (freed || monotonicNanoseconds() >= listenerPausedUntil) { resumeListener() }
+    }
+
+    /// Stops watching the listener for a second at most (out of descriptors, no spare to tell clients with).
+    func pauseListener() {
+        guard let listener, !listenerPaused else { return }
+        listenerPaused = true
+        listenerPausedUntil = monotonicNanoseconds() + 1_000_000_000
+        try? poller.modify(listener, interest: [], token: Self.listenerToken)  // try?: then it stays watched
+    }
+
+    private func resumeListener() {
+        guard let listener else { return }
+        listenerPaused = false
+        if spareDescriptor == nil { spareDescriptor = try? FileDescriptor.openReadOnly("/dev/null") }  // try?: later
+        try? poller.modify(listener, interest: .readable, token: Self.listenerToken)  // try?: as in pauseListener
     }
 
     /// Closes a removed session's descriptor and keeps its session if it is restorable.

@@ -21,9 +21,9 @@ final class BrokerState {
         self.configuration = configuration
         self.simulated = simulated
         preserved = PreservedSessions(
-            retentionSeconds: configuration.restoreRetentionSeconds,
-            maximumCount: configuration.maximumPreservedSessions)
-        sessions = SessionTable(logger: configuration.logger)
+            retentionSeconds: configuration.restoreRetentionSeconds, limit: configuration.limits.preservedSessions,
+            limitPerUser: configuration.limits.preservedSessionsPerUser)
+        sessions = SessionTable(logger: configuration.logger, outputBudget: configuration.limits.totalOutputBytes)
     }
 
     /// Queues `message` as a reply to `session`, to be written at the end of the turn.

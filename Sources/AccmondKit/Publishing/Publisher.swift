@@ -91,6 +91,11 @@ final class Publisher {
         switch session.deliver(event, line: line) {
         case .written: state.sessions.queueFlush(session)
         case .queued, .dropped: break
+        case .overBudget:
+            state.sessions.waitForBudget(session)
+            state.logger.info(
+                .clientSlow, "output budget exceeded: suspending the client, which holds more than its share",
+                session.metadata.merging(["outbound.bytes": String(session.outbound.byteCount)]) { $1 })
         case .stoppedReading:
             state.logger.info(
                 .clientSlow, "client does not read: suspending it and queueing its events",

@@ -21,12 +21,24 @@ final class RequestHandler {
         self.manifestLoader = manifestLoader
     }
 
-    /// Handles the session's pending request lines while it may (``Session/canHandleRequests``).
+    /// Handles the session's pending request lines while it may (``Session/canHandleRequests``) and its turn's
+    /// quota lasts; lines left over the quota wait for the next turn, lines left for want of room in the budget for
+    /// the budget.
     func handlePendingLines(of session: Session) {
         var handled = 0
         defer { session.unhandled.removeFirst(handled) }
+        let quota = state.configuration.limits.requestsPerTurn
         for item in session.unhandled {
-            guard session.canHandleRequests else { return }
+            guard session.canHandleRequests else {
+                if !session.isClosing, !session.budget.allows(holding: session.outbound.byteCount) {
+                    state.sessions.waitForBudget(session)
+                }
+                return
+            }
+            guard session.takeRequestSlot(turn: state.sessions.turn, limit: quota) else {
+                state.sessions.deferToNextTurn(session)
+                return
+            }
             handled += 1
             switch item {
             case .line(let line):

@@ -26,6 +26,14 @@ extension RequestHandler {
                 reply(to: session, id: id, ProtocolError(.invalidField, "hello: restoreID: must not be empty"))
                 return
             }
+            guard restoreID.utf8.count <= DaemonLimits.restoreIDBytes else {
+                reply(
+                    to: session, id: id,
+                    ProtocolError(
+                        .invalidField,
+                        "hello: restoreID: \(restoreID.utf8.count) bytes, longer than \(DaemonLimits.restoreIDBytes)"))
+                return
+            }
             guard let uid = session.peer?.uid else {
                 reply(
                     to: session, id: id,
@@ -124,27 +132,41 @@ extension RequestHandler {
         state.reply(to: session, .ok(id: id, connectionID: nil))
     }
 
+    /// The daemon's state as `session` may see it. An admin sees everything. Anyone else sees their own sessions (at
+    /// most ``DaemonLimits/statusSessions`` of them, the rest counted), counts over what they may see, and nothing of
+    /// the manifest: its text (entry names, serial patterns) is what authenticates accessories.
     func status(for session: Session) -> DaemonStatus {
         let now = monotonicNanoseconds()
-        // Other users' sessions are for admins: an ordinary client sees its own user's.
         let admin = state.authorizer.isAdmin(session.principal)
         let uid = session.principal?.uid
-        let live = state.sessions.all.filter { admin || $0.principal?.uid == uid }.sorted { $0.number < $1.number }
-        let kept = state.preserved.sessions.filter { admin || $0.key.uid == uid }
-            .sorted { $0.value.since < $1.value.since }
-        return DaemonStatus(
+        let live: [Session]
+        let kept: [(key: RestoreKey, value: PreservedSession)]
+        if admin {
+            live = state.sessions.all.sorted { $0.number < $1.number }
+            kept = state.preserved.sessions.sorted { $0.value.since < $1.value.since }
+        } else {
+            live = uid.map { state.sessions.sessions(of: $0) } ?? []
+            kept = state.preserved.sessions.filter { $0.key.uid == uid }.sorted { $0.value.since < $1.value.since }
+        }
+        let listed = admin ? Int.max : DaemonLimits.statusSessions
+        var clients = live.prefix(listed).map { $0.status(now: now) }
+        clients += kept.prefix(max(0, listed - clients.count)).map { key, kept in
+            SessionStatus(
+                sessionID: "restore:\(key.restoreID)", clientName: kept.clientName, pid: 0, uid: key.uid,
+                state: .preserved, suspendedBecause: "", subscribed: true, queuedEvents: kept.memory.replay.count,
+                outboundBytes: 0, idleSeconds: Double(now &- kept.since) / 1e9)
+        }
+        var status = DaemonStatus(
             daemonVersion: AccmonVersion.current, protocolVersion: session.protocolVersion,
             uptimeSeconds: Double(now - state.startedAt) / 1e9,
-            connectedAccessories: state.registry.count, sessions: state.sessions.count,
-            sequence: state.registry.sequence, simulate: state.simulated != nil,
-            clients: live.map { $0.status(now: now) }
-                + kept.map { key, kept in
-                    SessionStatus(
-                        sessionID: "restore:\(key.restoreID)", clientName: kept.clientName, pid: 0, uid: key.uid,
-                        state: .preserved, suspendedBecause: "", subscribed: true,
-                        queuedEvents: kept.memory.replay.count, outboundBytes: 0,
-                        idleSeconds: Double(now &- kept.since) / 1e9)
-                },
-            manifest: state.authorizer.status)
+            connectedAccessories: admin
+                ? state.registry.count
+                : publisher.visibleSnapshot(for: session.principal, filter: .all, includeRejected: false)
+                    .accessories.count,
+            sessions: admin ? state.sessions.count : live.count, sequence: state.registry.sequence,
+            simulate: state.simulated != nil, clients: clients, manifest: admin ? state.authorizer.status : nil)
+        let unlisted = live.count + kept.count - clients.count
+        status.unlistedClients = unlisted > 0 ? unlisted : nil
+        return status
     }
 }

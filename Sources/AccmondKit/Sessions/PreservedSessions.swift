@@ -21,33 +21,60 @@ struct PreservedSession {
     var sinceWallClock: Double
 }
 
-/// The preserved sessions, their retention time and their number bound.
+/// The preserved sessions, their retention time and their bounds: per user and in all.
 struct PreservedSessions {
     let retentionNanoseconds: UInt64
-    let maximumCount: Int
+    /// The most sessions kept in all.
+    let limit: Int
+    /// The most sessions kept for one user.
+    let limitPerUser: Int
     private(set) var sessions: [RestoreKey: PreservedSession] = [:]
+    /// How many sessions each user has kept.
+    private var countByUID: [UInt32: Int] = [:]
 
-    init(retentionSeconds: Double, maximumCount: Int) {
+    init(retentionSeconds: Double, limit: Int, limitPerUser: Int) {
         retentionNanoseconds = UInt64(retentionSeconds * 1e9)
-        self.maximumCount = maximumCount
+        self.limit = limit
+        self.limitPerUser = limitPerUser
     }
 
-    /// Keeps `session`; when over the bound, drops the oldest and returns its key.
+    /// How many sessions user `uid` has kept.
+    func count(of uid: UInt32) -> Int { countByUID[uid] ?? 0 }
+
+    /// Keeps `session`. Over the user's bound, that user's oldest is dropped; over the bound in all, the oldest of
+    /// the user who keeps the most: one user's restore ids never push out another's while that one keeps fewer.
+    /// Returns the keys dropped.
     mutating func preserve(_ session: PreservedSession, as key: RestoreKey) -> [RestoreKey] {
-        sessions[key] = session
+        if sessions.updateValue(session, forKey: key) == nil { countByUID[key.uid, default: 0] += 1 }
         var dropped: [RestoreKey] = []
-        while sessions.count > maximumCount,
-            let oldest = sessions.min(by: { $0.value.since < $1.value.since })?.key
+        while count(of: key.uid) > limitPerUser, let oldest = oldest(of: key.uid) {
+            remove(oldest)
+            dropped.append(oldest)
+        }
+        while sessions.count > limit, let heaviest = countByUID.max(by: { $0.value < $1.value })?.key,
+            let oldest = oldest(of: heaviest)
         {
-            sessions[oldest] = nil
+            remove(oldest)
             dropped.append(oldest)
         }
         return dropped
     }
 
+    private func oldest(of uid: UInt32) -> RestoreKey? {
+        sessions.filter { $0.key.uid == uid }.min { $0.value.since < $1.value.since }?.key
+    }
+
+    @discardableResult
+    private mutating func remove(_ key: RestoreKey) -> PreservedSession? {
+        guard let removed = sessions.removeValue(forKey: key) else { return nil }
+        countByUID[key.uid]! -= 1
+        if countByUID[key.uid] == 0 { countByUID[key.uid] = nil }
+        return removed
+    }
+
     /// Takes the session for `key` back, if kept.
     mutating func claim(_ key: RestoreKey) -> PreservedSession? {
-        sessions.removeValue(forKey: key)
+        remove(key)
     }
 
     /// Records `event` (with its encoded line) in every preserved session whose filter passes it and whose client
@@ -66,7 +93,7 @@ struct PreservedSessions {
     /// Drops sessions kept longer than the retention time; returns their keys.
     mutating func expire(now: UInt64) -> [RestoreKey] {
         let expired = sessions.filter { now &- $0.value.since >= retentionNanoseconds }.map(\.key)
-        for key in expired { sessions[key] = nil }
+        for key in expired { remove(key) }
         return expired
     }
 

@@ -48,6 +48,13 @@ final class Session {
     private(set) var queue = CoalescingQueue<[UInt8]>()
     /// Whether the client sent `suspend` (and not yet `resume`).
     private(set) var suspendedByRequest = false
+    /// Why events last went to the queue instead of the buffer, while they wait there.
+    private(set) var queuedBecause = QueueReason.notReading
+    /// The budget all sessions' outbound buffers share.
+    let budget: OutputBudget
+    /// Request lines handled in the loop turn ``requestTurn``.
+    private var requestsInTurn = 0
+    private var requestTurn: UInt64 = 0
     /// Whether the client shut down its writing side (as `socat` does at the end of its input): the daemon stops
     /// reading but keeps writing replies and events until the client closes.
     private(set) var inputClosed = false
@@ -58,17 +65,25 @@ final class Session {
     var interest: Interest = .readable
     /// Whether the session is in the list of sessions to flush at the end of this loop turn.
     var flushQueued = false
+    /// Whether the session's request lines wait for the next turn (``SessionTable``'s list).
+    var isDeferred = false
+    /// Whether the session waits for room in the output budget (``SessionTable``'s list).
+    var waitsForBudget = false
     /// When the client last sent bytes or took some (monotonic nanoseconds).
     private(set) var lastActivity: UInt64
     /// Whether the session closes at the end of this loop turn: nothing more is read, handled or written.
     private(set) var isClosing = false
 
-    init(number: UInt64, descriptor: FileDescriptor, peer: PeerCredentials?, outboundLimit: Int, now: UInt64) {
+    init(
+        number: UInt64, descriptor: FileDescriptor, peer: PeerCredentials?, outboundLimit: Int, budget: OutputBudget,
+        now: UInt64
+    ) {
         self.number = number
         self.descriptor = descriptor
         self.peer = peer
         self.principal = ClientPrincipal.of(descriptor, peer: peer)
         self.outbound = OutboundQueue(limit: outboundLimit)
+        self.budget = budget
         self.lastActivity = now
     }
 
@@ -139,8 +154,18 @@ final class Session {
         case queued
         /// Queued because the outbound buffer is full: the client just stopped reading.
         case stoppedReading
+        /// Queued because the clients together hold the whole output budget and this one more than its share.
+        case overBudget
         /// Not delivered: the session is closing (its memory, if any, recorded it).
         case dropped
+    }
+
+    /// Why a session's events wait in its queue.
+    enum QueueReason: String {
+        /// Its outbound buffer was full: the client does not read.
+        case notReading = "not-reading"
+        /// The clients together hold the output budget, this one more than its share.
+        case outputBudget = "output-budget"
     }
 
     /// Records the event in the session's memory (if it has a restore id), then writes it to a live session or
@@ -153,25 +178,36 @@ final class Session {
             queue.enqueue(event, payload: line)
             return .queued
         }
+        guard budget.allows(holding: outbound.byteCount) else {
+            queue.enqueue(event, payload: line)
+            queuedBecause = .outputBudget
+            return .overBudget
+        }
         if outbound.fits(line) {
-            outbound.append(line)
+            append(line)
             return .written
         }
         queue.enqueue(event, payload: line)
+        queuedBecause = .notReading
         return .stoppedReading
     }
 
     /// Appends a reply (or any line that must go out whatever the bound: requests stop being handled while the
     /// buffer is over it, which bounds replies).
-    func queueOutput(_ line: [UInt8]) { outbound.append(line) }
+    func queueOutput(_ line: [UInt8]) { append(line) }
+
+    private func append(_ line: [UInt8]) {
+        outbound.append(line)
+        budget.add(line.count)
+    }
 
     /// Moves queued events to the outbound buffer while they fit, unless the client asked to be suspended.
     /// Returns whether that made a suspended session live again.
     func refillFromQueue() -> Bool {
         guard !suspendedByRequest else { return false }
         let wasSuspended = isSuspended
-        while let next = queue.first, outbound.fits(next.payload) {
-            outbound.append(next.payload)
+        while let next = queue.first, outbound.fits(next.payload), budget.allows(holding: outbound.byteCount) {
+            append(next.payload)
             _ = queue.popFirst()
         }
         return wasSuspended && !isSuspended
@@ -181,6 +217,7 @@ final class Session {
     /// - Throws: the socket's error (the client is gone).
     func flushOutput(now: UInt64) throws(Errno) {
         let before = outbound.byteCount
+        defer { budget.add(outbound.byteCount - before) }
         _ = try outbound.flush(to: descriptor)
         if outbound.byteCount < before { lastActivity = now }
     }
@@ -200,14 +237,31 @@ final class Session {
         return true
     }
 
+    /// Gives the output still buffered back to the budget (the session is closed).
+    func releaseOutput() { budget.add(-outbound.byteCount) }
+
+    /// Takes a slot for one more request line in loop turn `turn`; false when `limit` lines were handled in it.
+    func takeRequestSlot(turn: UInt64, limit: Int) -> Bool {
+        if requestTurn != turn {
+            requestTurn = turn
+            requestsInTurn = 0
+        }
+        guard requestsInTurn < limit else { return false }
+        requestsInTurn += 1
+        return true
+    }
+
     /// Whether events wait in the queue instead of going out.
     var isSuspended: Bool { suspendedByRequest || !queue.isEmpty }
 
     /// Whether the outbound buffer has reached its bound: no more events go in, and requests wait.
     var outboundIsFull: Bool { outbound.byteCount >= outbound.limit }
 
-    /// Whether the session may handle its next request line now.
-    var canHandleRequests: Bool { !outboundIsFull && !isClosing && !awaitsReload }
+    /// Whether the session may handle its next request line now (its turn's quota aside): its replies have room in
+    /// its buffer and in the budget, and it does not wait for a reload.
+    var canHandleRequests: Bool {
+        !outboundIsFull && !isClosing && !awaitsReload && budget.allows(holding: outbound.byteCount)
+    }
 
     /// Whether a half-closed, unsubscribed session has nothing left to do.
     var isFinished: Bool { inputClosed && subscription == nil && outbound.isEmpty && unhandled.isEmpty }
@@ -220,7 +274,7 @@ final class Session {
         SessionStatus(
             sessionID: sessionID, clientName: clientName, pid: peer?.pid ?? 0, uid: peer?.uid ?? 0,
             state: isSuspended ? .suspended : .live,
-            suspendedBecause: suspendedByRequest ? "requested" : (queue.isEmpty ? "" : "not-reading"),
+            suspendedBecause: suspendedByRequest ? "requested" : (queue.isEmpty ? "" : queuedBecause.rawValue),
             subscribed: subscription != nil, queuedEvents: queue.count, outboundBytes: outbound.byteCount,
             idleSeconds: Double(now &- lastActivity) / 1e9)
     }

@@ -24,8 +24,8 @@ final class Persistence {
 
     /// Nanoseconds until the pending save is due; `nil` when none is pending.
     func nanosecondsUntilSaveDue(now: UInt64) -> UInt64? {
-        guard isDirty, store != nil else { return nil }
-        let due = lastSave &+ StateStore.writeIntervalNanoseconds
+        guard isDirty, let store else { return nil }
+        let due = lastSave &+ store.nanosecondsBetweenWrites
         return due > now ? due - now : 0
     }
 
@@ -44,8 +44,7 @@ final class Persistence {
 
     /// Saves when a change waits and the write interval has passed since the last save.
     func saveIfDue() {
-        guard isDirty, store != nil, monotonicNanoseconds() &- lastSave >= StateStore.writeIntervalNanoseconds
-        else { return }
+        guard isDirty, let store, monotonicNanoseconds() &- lastSave >= store.nanosecondsBetweenWrites else { return }
         save()
     }
 
@@ -108,8 +107,13 @@ final class Persistence {
             clientName: session.clientName, principal: session.principal, memory: memory,
             since: monotonicNanoseconds(), sinceWallClock: wallClockSeconds())
         for dropped in state.preserved.preserve(kept, as: key) {
+            let why =
+                dropped.uid == key.uid && state.preserved.count(of: key.uid) >= state.preserved.limitPerUser
+                ? "uid \(dropped.uid) keeps more than \(state.preserved.limitPerUser) (--max-preserved-per-user)"
+                : "more than \(state.preserved.limit) are kept (--max-preserved); the oldest of the user who keeps the most"
+                    + " goes"
             state.logger.notice(
-                .preservedSession, "preserved session dropped: more than \(state.preserved.maximumCount) are kept",
+                .preservedSession, "preserved session dropped: \(why)",
                 ["restore.id": dropped.restoreID, "client.uid": String(dropped.uid)])
         }
         markDirty()

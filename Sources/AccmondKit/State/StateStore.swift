@@ -17,6 +17,8 @@ import Synchronization
 final class StateStore: Sendable {
     /// The most time between a change and its write.
     static let writeIntervalNanoseconds: UInt64 = 100_000_000
+    /// The most bytes written per second on average: a large state (many preserved sessions) is written less often.
+    static let writeBytesPerSecond: Double = 4 * 1024 * 1024
     /// How many sequence numbers and connection ids are reserved by one write.
     static let reservation: UInt64 = 100_000
 
@@ -30,6 +32,8 @@ final class StateStore: Sendable {
     private let loaded: Mutex<PersistedState?>
     /// The newest state not yet written by the writer thread.
     private let pending = Mutex<PersistedState?>(nil)
+    /// The size of the last file written, and the bytes written in all.
+    private let written = Mutex((last: 0, total: 0))
     /// Held while writing, so that a synchronous write and the writer thread never interleave.
     private let writing = Mutex(())
     private let wakeup: BlockingSignal
@@ -112,9 +116,21 @@ final class StateStore: Sendable {
         }
     }
 
+    /// The size of the last state file written, and the bytes written since the start.
+    var bytesWritten: (last: Int, total: Int) { written.withLock { $0 } }
+
+    /// How long after a write the next routine one may come: ``writeIntervalNanoseconds``, or longer for a large
+    /// file, so that writes average at most ``writeBytesPerSecond``.
+    var nanosecondsBetweenWrites: UInt64 {
+        let last = written.withLock { $0.last }
+        return max(Self.writeIntervalNanoseconds, UInt64(Double(last) / Self.writeBytesPerSecond * 1e9))
+    }
+
     private func write(_ state: PersistedState) {
         do {
-            try AtomicFile.write(try state.json(), to: StateDirectory.stateFileName, in: directory.directory)
+            let bytes = try state.json()
+            try AtomicFile.write(bytes, to: StateDirectory.stateFileName, in: directory.directory)
+            written.withLock { $0 = (bytes.count, $0.total + bytes.count) }
         } catch {
             logger.error(.state, "state: cannot save: \(error)")
         }

@@ -26,8 +26,9 @@ final class Accmond: @unchecked Sendable {
     ///   - simulate: pass `--simulate`.
     ///   - logLevel: `--log-level`.
     ///   - arguments: more flags, such as `["--max-client-buffer", "65536"]`.
+    ///   - wrapper: a command that runs accmond, such as `["/usr/bin/prlimit", "--nofile=48:48"]`.
     static func start(
-        simulate: Bool = true, logLevel: String = "info", arguments: [String] = []
+        simulate: Bool = true, logLevel: String = "info", arguments: [String] = [], wrapper: [String] = []
     ) async throws -> Accmond {
         let directory = try TemporaryDirectory()
         let socketPath = directory.file("accmond.sock")
@@ -38,7 +39,12 @@ final class Accmond: @unchecked Sendable {
         ]
         flags += try allowEverythingManifest(in: directory)
         if simulate { flags.append("--simulate") }
-        let process = try ChildProcess(try Binaries.accmond, flags + arguments, name: "accmond", directory: directory)
+        let process =
+            wrapper.isEmpty
+            ? try ChildProcess(try Binaries.accmond, flags + arguments, name: "accmond", directory: directory)
+            : try ChildProcess(
+                URL(fileURLWithPath: wrapper[0]), wrapper.dropFirst() + [try Binaries.accmond.path] + flags + arguments,
+                name: "accmond", directory: directory)
         let daemon = Accmond(directory: directory, socketPath: socketPath, process: process)
         try await daemon.waitUntilAccepting()
         return daemon
@@ -92,6 +98,31 @@ final class Accmond: @unchecked Sendable {
     }
 
     /// Whether the socket file exists.
+    /// Lets every user reach the socket (the directory 0755, the socket 0666), for clients run as `nobody`.
+    func openToEveryone() {
+        chmod(directory.path, 0o755)
+        chmod(socketPath, 0o666)
+    }
+
+    /// The daemon's CPU time so far (user + system), in seconds, from `/proc/PID/stat`.
+    var cpuSeconds: Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.pid)/stat", encoding: .utf8),  // try?: gone = 0
+            let close = stat.lastIndex(of: ")")
+        else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// The daemon's resident memory (`VmRSS`), in bytes.
+    var residentBytes: Double {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8),  // try?: 0
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kib = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { return 0 }
+        return kib * 1024
+    }
+
     var socketFileExists: Bool {
         var info = stat()
         return lstat(socketPath, &info) == 0

@@ -1,0 +1,29 @@
+/// The daemon's limits: what one client, one user, and all clients together may hold. Each has a flag (accmond(8))
+/// and a default; docs/PROTOCOL.md §10 lists them.
+public struct DaemonLimits: Sendable, Equatable {
+    /// Client connections open at once; past it a new connection gets `too-many-connections` and is closed.
+    public var connections = 1024
+    /// Client connections of one user (root excepted) open at once; past it, as for ``connections``.
+    public var connectionsPerUser = 64
+    /// Bytes buffered for one client. An event that does not fit suspends the client (its events are queued and
+    /// coalesced until it reads), and its requests wait until there is room for their replies.
+    public var clientOutputBytes = 256 << 10
+    /// Bytes buffered for all clients together. While they hold more, a client holding more than its share (this
+    /// budget divided by the clients) is suspended as one that does not read, and its requests wait: the clients
+    /// holding the most unread output stop first, and one that reads keeps getting its events.
+    public var totalOutputBytes = 64 << 20
+    /// Request lines handled for one client in one turn of the loop; the rest wait for the next turn, after every
+    /// other client's.
+    public var requestsPerTurn = 32
+    /// Sessions kept for restore ids of gone clients, in all; past it the oldest of the user who keeps the most is
+    /// dropped.
+    public var preservedSessions = 1024
+    /// Sessions kept for restore ids of one user's gone clients; past it that user's oldest is dropped.
+    public var preservedSessionsPerUser = 32
+    /// Own sessions that `status` lists to a client that is not an admin; the rest are counted.
+    public static let statusSessions = 100
+    /// The longest restore id, in bytes of UTF-8.
+    public static let restoreIDBytes = 255
+
+    public init() {}
+}
