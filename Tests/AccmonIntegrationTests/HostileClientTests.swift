@@ -34,7 +34,8 @@ struct HostileClientTests {
         let root = try await HostileClient.run(
             daemon.socketPath, ["open", "15"], asNobody: false, hold: true, in: daemon.directory)
         #expect(root.int("accepted") == 10 && root.int("refused") == 5, "\(root.result)")
-        #expect(((root.result["messages"] as? [String])?.first ?? "").contains("--max-connections)"))
+        let rootMessage = (root.result["messages"] as? [String])?.first ?? ""
+        #expect(rootMessage.contains("--max-connections)"), "\(root.result)")
         root.stop()
 
         // Everyone else is still served.
@@ -99,9 +100,8 @@ struct HostileClientTests {
             daemon.socketPath, ["open", "80"], asNobody: false, hold: true, in: daemon.directory)
         defer { clients.stop() }
         #expect(clients.int("accepted") > 10 && clients.int("refused") > 0, "\(clients.result)")
-        #expect(
-            ((clients.result["messages"] as? [String])?.first ?? "").contains("out of file descriptors"),
-            "\(clients.result)")
+        let refusal = (clients.result["messages"] as? [String])?.first ?? ""
+        #expect(refusal.contains("out of file descriptors"), "\(clients.result)")
         let churn = try await HostileClient.run(
             daemon.socketPath, ["churn", "2"], asNobody: false, in: daemon.directory)
         #expect(churn.int("connections") > 100, "\(churn.result)")
