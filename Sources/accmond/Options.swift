@@ -19,7 +19,8 @@ let usage = """
       --log-level LEVEL          trace, debug, info, notice, warning, error or critical (default info)
       --manifest PATH            the manifest's main file (default \(defaults.manifestPath))
       --manifest-dir DIR         its drop-ins, *.json in name order (default \(defaults.manifestDirectory))
-      --state-dir PATH           keep state across restarts here (default \(defaults.stateDirectory ?? "none"))
+      --state-dir PATH           keep state across restarts here (default \(defaults.stateDirectory ?? "none"));
+                                 writable by its owner alone (accmond's user or root), else accmond refuses to start
       --restore-retention SECS   keep a gone client's session for its restore id this long (default \
     \(Int(defaults.restoreRetentionSeconds)))
       -h, --help                 show this help
