@@ -43,6 +43,7 @@ install -D -m 0755 "$bin/accmon" "$root/usr/bin/accmon"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/sbin/accmond" "$root/usr/bin/accmon"
 install -D -m 0644 packaging/accmond.service "$root/usr/lib/systemd/system/accmond.service"
 install -D -m 0644 packaging/accmond.socket "$root/usr/lib/systemd/system/accmond.socket"
+install -D -m 0644 packaging/polkit/60-accmon.rules "$root/usr/share/polkit-1/rules.d/60-accmon.rules"
 for rules in udev-rules/*.rules; do
   install -D -m 0644 "$rules" "$root/usr/lib/udev/rules.d/$(basename "$rules")"
 done

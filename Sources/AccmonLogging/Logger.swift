@@ -216,6 +216,11 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
     public static let serviceManager = LogMessageID("33cc16c8efc24b609a1ac9442396a894")
     /// A client or a user reached one of the daemon's limits.
     public static let limitReached = LogMessageID("83c01262680f475d9093ac8805823490")
+    /// A systemd unit accmond starts or stops for an accessory (launch on connect): a job sent, done, failed, retried
+    /// or given up.
+    public static let unitJob = LogMessageID("e1929a28fb984ba7b8364f8cff8414ed")
+    /// A registered app's relaunch: registered, started, waiting for a limit, or refused.
+    public static let relaunch = LogMessageID("84643e99d70141cb8bfe3bc7817ea723")
 
     /// Every kind, for the docs and the tests.
     public static let all: [(name: String, id: LogMessageID)] = [
@@ -227,6 +232,7 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
         ("reloadRequested", reloadRequested), ("manifestRefused", manifestRefused), ("coldplug", coldplug),
         ("deviceSkipped", deviceSkipped),
         ("udevFailure", udevFailure), ("transportFailure", transportFailure), ("state", state),
-        ("serviceManager", serviceManager), ("limitReached", limitReached),
+        ("serviceManager", serviceManager), ("limitReached", limitReached), ("unitJob", unitJob),
+        ("relaunch", relaunch),
     ]
 }
