@@ -152,6 +152,7 @@ final class Launcher {
     private func finished(_ result: UnitJobResult, now: UInt64) {
         let job = result.job
         let finish = planner.finished(result, now: now)
+        persistence.markDirty()
         if job.slot.hasPrefix(Self.keptPrefix) {
             switch result.outcome {
             case .done where job.action == .start: keptUnits[job.slot] = job.unit
@@ -159,7 +160,6 @@ final class Launcher {
             default: break
             }
             if planner.slots[job.slot] == nil { keptUnits[job.slot] = nil }
-            persistence.markDirty()
         }
         var details = metadata(job)
         switch (result.outcome, finish) {
