@@ -12,7 +12,7 @@ mkdir -p "$BUILD_DIR"
 BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
 fail() { printf 'build-python-deb: %s\n' "$*" >&2; exit 1; }
 
-version=$(sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonCore/Version.swift)
+version=$(sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonProtocol/Version.swift)
 python_version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' clients/python/src/accmon/__init__.py)
 [ "$version" = "$python_version" ] ||
   fail "the Python package's version $python_version (clients/python/src/accmon/__init__.py) is not accmon's $version"
