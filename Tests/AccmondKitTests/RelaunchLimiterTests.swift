@@ -82,4 +82,15 @@ import Testing
         let later = limiter.due(now: 30 * Self.second, limited: &limited)
         #expect(later == ["app5", "app6", "app7"], "the first ones no longer count after 30 s")
     }
+
+    @Test func aRelaunchThatFailedIsNotAwaited() {
+        var limiter = RelaunchLimiter<String>(settings: .init(maximumAwaiting: 1))
+        var limited: [(String, RelaunchLimiter<String>.Limit)] = []
+        limiter.want("refused", now: 0)
+        limiter.want("other", now: 0)
+        #expect(limiter.due(now: 0, limited: &limited) == ["refused"])
+        #expect(limiter.due(now: 0, limited: &limited).isEmpty, "one awaited at most")
+        limiter.startFailed("refused")
+        #expect(limiter.due(now: 0, limited: &limited) == ["other"], "the refused one no longer holds the slot")
+    }
 }

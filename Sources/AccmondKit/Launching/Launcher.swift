@@ -29,6 +29,8 @@ final class Launcher {
     var keptUnits: [String: String] = [:]
     /// The slot key of a kept unit starts with this (then the entry and the accessory).
     static let keptPrefix = "keep\u{1F}"
+    /// The registration each relaunch slot serves, while the slot lasts.
+    private var relaunchSlots: [String: RestoreKey] = [:]
     /// When the planner next has a job to send for time's sake (a hold or a retry ending).
     private var plannerDueAt: UInt64 = .max
     private var logger: Logger { state.logger }
@@ -128,8 +130,9 @@ final class Launcher {
             return
         }
         let unit = template.instance(UInt64(key.uid))
-        planner.start(
-            "relaunch\u{1F}\(key.uid)\u{1F}\(key.restoreID)", unit: unit, runsAs: key.uid, reassert: true, oneShot: true)
+        let slot = "relaunch\u{1F}\(key.uid)\u{1F}\(key.restoreID)"
+        relaunchSlots[slot] = key
+        planner.start(slot, unit: unit, runsAs: key.uid, reassert: true, oneShot: true)
         logger.info(
             .relaunch, "relaunching \(unit): events wait for the preserved session",
             ["restore.id": key.restoreID, "client.uid": String(key.uid), "launch.unit": unit,
@@ -153,6 +156,10 @@ final class Launcher {
         let job = result.job
         let finish = planner.finished(result, now: now)
         persistence.markDirty()
+        if let key = relaunchSlots[job.slot] {
+            if finish == .gaveUp { relaunches.startFailed(key) }
+            if planner.slots[job.slot] == nil { relaunchSlots[job.slot] = nil }
+        }
         if job.slot.hasPrefix(Self.keptPrefix) {
             switch result.outcome {
             case .done where job.action == .start: keptUnits[job.slot] = job.unit

@@ -72,6 +72,9 @@ struct RelaunchLimiter<Key: Hashable & Sendable> {
         registrations[key] = registration
     }
 
+    /// The relaunch's start failed or was refused: the app is not awaited (its backoff and the count per minute stay).
+    mutating func startFailed(_ key: Key) { registrations[key]?.awaitedSince = nil }
+
     /// The registration is gone (its session expired, was dropped or unsubscribed).
     mutating func forget(_ key: Key) { registrations[key] = nil }
 

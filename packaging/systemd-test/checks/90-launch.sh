@@ -23,7 +23,7 @@ check "... accmond logged the job it sent and its result (journal)" \
 expect "... accmond's journal entries name the unit (LAUNCH_UNIT)" \
   "$(journal_after "$start" -u accmond -o json MESSAGE_ID=e1929a28fb984ba7b8364f8cff8414ed | grep -c "\"LAUNCH_UNIT\":\"$unit\"")" 2
 expect "... asked for by accmond running as its user accmond, not root: the package's polkit rule allowed it" \
-  "$(ps -o user= -p "$(main_pid)")" accmond
+  "$(stat -c %U "/proc/$(main_pid)")" accmond
 accmon simulate disconnect "$c"
 check "its unplug stops $unit" wait_for 10 is_inactive "$unit"
 

@@ -32,10 +32,10 @@ systemctl reload accmond.service
 as_accmond() {
   local method=$1
   shift
-  setpriv --reuid=accmond --regid=accmon --init-groups --reset-env -- busctl call --timeout=10 \
+  setpriv --reuid=accmond --regid=accmon --init-groups --reset-env -- busctl call --timeout=10 -- \
     org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.systemd1.Manager "$method" "$@" 2>&1
 }
-refused() { ! output=$("$@") && grep -qE 'Access denied|Interactive authentication required' <<<"$output"; }
+refused() { ! output=$("$@" 2>&1) && grep -qE 'Access denied|Interactive authentication required' <<<"$output"; }
 refused_as_accmond() {
   if refused as_accmond "$@"; then pass "polkit refuses accmond's user $1 ${3:-} ($output)"; else
     fail "polkit refuses accmond's user $1 ${3:-}"; printf '%s\n' "$output" | indent; fi

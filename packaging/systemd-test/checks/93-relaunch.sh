@@ -53,12 +53,14 @@ output=$(as_user accmon-member accmon watch --json --restore-id x --relaunch acc
 status=$?
 check "a user the manifest's relaunch does not list cannot register the unit (exit $status)" test "$status" != 0
 check "... the daemon says why: '$output'" grep -q "may not register 'accmon-relaunchtest@.service'" <<<"$output"
-as_user accmon-app accmon watch --json --restore-id root-test --relaunch accmon-relaunchroot@.service \
-  >"$scratch/root-test.out" 2>&1 &
+# (setpriv execs accmon: $! is the watch, which the SIGKILL below must reach.)
+setpriv --reuid=accmon-app --regid=accmon-app --init-groups --reset-env -- \
+  accmon watch --json --restore-id root-test --relaunch accmon-relaunchroot@.service >"$scratch/root-test.out" 2>&1 &
 watch=$!
 wait_for 10 grep -qs '"type":"session"' "$scratch/root-test.out"
 stop_background "$watch" KILL
-wait_for 5 bash -c "accmon status --json | grep -q '\"sessionID\":\"restore:root-test\"'"
+check "a session registering accmon-relaunchroot@.service (no User=) is kept for its restore id" \
+  wait_for 5 bash -c "accmon status --json | grep -q '\"sessionID\":\"restore:root-test\"'"
 start=$(cursor)
 plug serial 0403 6001 RL-D "Relaunch D" >/dev/null
 check "a registered unit that would run as root is not started: accmond refuses it (journal)" \

@@ -9,13 +9,15 @@ uid=$(id -u accmon-app)
 crash=accmon-crashapp@$uid.service
 
 # The app registers its unit, then goes away; its unit only crashes from now on.
-as_user accmon-app accmon watch --json --restore-id crash-test --relaunch accmon-crashapp@.service \
-  >"$scratch/crash.out" 2>&1 &
+# (setpriv execs accmon: $! is the watch, which the SIGKILL below must reach.)
+setpriv --reuid=accmon-app --regid=accmon-app --init-groups --reset-env -- \
+  accmon watch --json --restore-id crash-test --relaunch accmon-crashapp@.service >"$scratch/crash.out" 2>&1 &
 watch=$!
 check "the app registers accmon-crashapp@.service with its restore id" \
   wait_for 10 grep -qs '"type":"session"' "$scratch/crash.out"
 stop_background "$watch" KILL
-wait_for 5 bash -c "accmon status --json | grep -q '\"sessionID\":\"restore:crash-test\"'"
+check "... and goes away: its session is kept" \
+  wait_for 5 bash -c "accmon status --json | grep -q '\"sessionID\":\"restore:crash-test\"'"
 
 start=$(cursor)
 began=$(date +%s)
