@@ -55,6 +55,15 @@ import Testing
         #expect(planner.dueJobs(now: now + 100 * Self.second).isEmpty)
     }
 
+    @Test func aRelaunchThatFailsIsNotRetriedByThePlanner() {
+        var planner = LaunchPlanner()
+        planner.start("r", unit: "accmon-app@1000.service", runsAs: 1000, reassert: true, oneShot: true)
+        let job = planner.dueJobs(now: 0)[0]
+        #expect(planner.finished(UnitJobResult(job: job, outcome: .failed("start job failed")), now: 0) == .gaveUp)
+        #expect(planner.slots.isEmpty)
+        #expect(planner.dueJobs(now: 100 * Self.second).isEmpty, "the relaunch limiter decides on another try")
+    }
+
     @Test func aRefusedStartIsNotRetried() {
         var planner = LaunchPlanner()
         planner.start("r", unit: "accmon-app@1000.service", runsAs: 1000, oneShot: true)

@@ -11,7 +11,8 @@
 ///   wait, and the stops of their unsent starts cancel them: 100 plug cycles in 10 s send a handful of jobs, and the
 ///   accessory's last state is reached once the hold ends.
 /// - **Failures.** A failed job is retried after 1 s, 2 s, 4 s..., at most ``Settings/retries`` times while it is
-///   still wanted; then the slot gives up (``Finish/gaveUp``).
+///   still wanted; then the slot gives up (``Finish/gaveUp``). One-shot slots (relaunches) are not retried: the
+///   ``RelaunchLimiter`` decides when to try again.
 /// - **A global cap** on jobs in flight, ``Settings/maximumPendingJobs``; the rest wait in the order they were wanted.
 struct LaunchPlanner {
     struct Settings: Sendable {
@@ -32,7 +33,8 @@ struct LaunchPlanner {
         var told: State?
         /// A start is due although ``told`` is started (a kept unit's new connection, a relaunch).
         var reassert = false
-        /// One-shot slots (relaunches) end once their start is done: nothing stops them.
+        /// One-shot slots (relaunches) end once their start is done or failed: nothing stops them, and whether to try
+        /// again after a failure is the relaunch limiter's decision (a crashing app is not retried behind its back).
         var oneShot = false
         var inFlight: UnitJob?
         var failures = 0
@@ -181,7 +183,7 @@ struct LaunchPlanner {
         case .done, .alreadyActive:
             slot.told = result.job.action == .start ? .started : .stopped
             slot.failures = 0
-        case .failed where slot.failures < settings.retries:
+        case .failed where slot.failures < settings.retries && !slot.oneShot:
             slot.failures += 1
             let delay = settings.retryNanoseconds << UInt64(slot.failures - 1)
             slot.notBefore = now + delay
