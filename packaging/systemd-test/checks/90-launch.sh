@@ -57,3 +57,15 @@ check "... and the state file keeps it" wait_for 5 grep -qs "\"slot\":\"$(unit_o
 systemctl restart accmond.service
 check "after systemctl restart accmond, the new accmond stops it (connection $d ended with the old one)" \
   wait_for 15 is_inactive "$(unit_of launchtest "$d")"
+
+# A unit that fails to start: logged with systemd's reason, retried after 1, 2 and 4 s, then given up.
+start=$(cursor)
+f=$(plug_launch 05df BROKEN-1)
+broken=$(unit_of launchbroken "$f")
+check "a unit that fails to start ($broken) is logged with systemd's reason: the job result, Result, ExecMainStatus" \
+  journal_has "$start" "^start $broken failed: start job failed; the unit is failed, Result=exit-code, ExecMainStatus=203; retrying in 1000 ms" -u accmond -o cat
+check "... retried after 1, 2 and 4 s, then given up (journal)" \
+  wait_for 15 journal_matches "$start" "^start $broken failed: .*; giving up" -u accmond -o cat
+sleep 1
+expect "... so systemd tried it 4 times" "$(journal_after "$start" -o cat _PID=1 | grep -c "^Starting $broken")" 4
+accmon simulate disconnect "$f"
