@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 BUILD_DIR ?= .build
 APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev \
-  python3-venv
+  python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl
 DEBUG_BIN = $(BUILD_DIR)/debug
 # The package: built and tested under PACKAGE_DIR (release build, staging tree, cached minbase chroot).
 PACKAGE_DIR ?= build
@@ -90,14 +90,18 @@ test-package: deb
 test-systemd: deb deps-systemd-test
 	packaging/test-systemd.sh $(DEB) $(PACKAGE_DIR)
 
-# The long versions, not part of make test: the daemon-crash trials (500 SIGKILLs at random points of storms) and a
-# hostile user misbehaving in every way for 60 s while a healthy client must get every event.
+# The long versions, not part of make test: the daemon-crash trials (500 SIGKILLs at random points of storms), a
+# hostile user misbehaving in every way for 60 s while a healthy client must get every event, and the MQTT fleet of
+# 50 hosts of up to 100 accessories through one mosquitto, 10 of whose bridges stop at the end.
 soak: build
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
 	ACCMON_SOAK_TRIALS=$${SOAK_TRIALS:-500} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
 	  --filter daemonKilledDuringStormsLosesNothing
 	ACCMON_HOSTILE_SECONDS=$${HOSTILE_SECONDS:-60} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
 	  --filter aHealthyClientGetsEveryEventWhileAnotherUserMisbehavesInEveryWay
+	ACCMON_FLEET_HOSTS=$${SOAK_FLEET_HOSTS:-50} ACCMON_FLEET_ACCESSORIES=$${SOAK_FLEET_ACCESSORIES:-100} \
+	  ACCMON_FLEET_STOPPED=10 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
+	  --filter aFleetThroughOneBrokerShowsEveryHostsTruth
 
 fuzz: deps
 	@scripts/fuzz.sh $${FUZZ_SECONDS:-60}

@@ -3,13 +3,13 @@ import PackageDescription
 
 // The layout, with every dependency pointing down (docs/ARCHITECTURE.md; Tests/layering.sh checks it):
 //
-//   executables      accmond            accmon
-//   daemon           AccmondKit
+//   executables      accmond            accmon                accmon-mqtt
+//   daemon, bridge   AccmondKit                               AccmonBridge
 //   client                              AccmonClient
-//   adapters         AccmonUdev  AccmonSystemd  AccmonLogging  AccmonCrypto
+//   adapters         AccmonUdev  AccmonSystemd  AccmonLogging  AccmonCrypto  AccmonMQTT
 //   pure logic       AccmonDevices  AccmonManifest  AccmonProtocol  AccmonJSON  AccmonOptions
 //   system calls     AccmonSys
-//   C                CUdev  CSystemd  CCrypto  CAccmonShims
+//   C                CUdev  CSystemd  CCrypto  CAccmonShims  CMosquitto
 let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "AccmonClient", targets: ["AccmonClient"]),
         .executable(name: "accmond", targets: ["accmond"]),
         .executable(name: "accmon", targets: ["accmon"]),
+        .executable(name: "accmon-mqtt", targets: ["accmon-mqtt"]),
     ],
     targets: [
         // C libraries and the shims over C macros. Only the adapter modules and AccmonSys import them.
@@ -29,6 +30,7 @@ let package = Package(
         .systemLibrary(name: "CUdev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
 
         // System calls, thinly wrapped; imports no Accmon module.
         .target(name: "AccmonSys", dependencies: ["CAccmonShims"], swiftSettings: strictSettings),
@@ -60,6 +62,11 @@ let package = Package(
         .target(name: "AccmonSystemd", dependencies: ["AccmonSys", "CSystemd"], swiftSettings: strictSettings),
         // The logger of the long-running programs: stderr, or native journal entries under systemd.
         .target(name: "AccmonLogging", dependencies: ["AccmonSys", "AccmonSystemd"], swiftSettings: strictSettings),
+        // libmosquitto, driven from the caller's loop; the fleet's topics, status payload and retained state, and the
+        // reader the CLI's fleet view uses.
+        .target(
+            name: "AccmonMQTT", dependencies: ["AccmonProtocol", "AccmonSys", "CMosquitto"],
+            swiftSettings: strictSettings),
 
         // The daemon's machinery, in folders by role: Loop, Requests, Publishing, Sessions, State, Sources,
         // Authorization.
@@ -69,6 +76,11 @@ let package = Package(
                 "AccmonDevices", "AccmonLogging", "AccmonManifest", "AccmonProtocol", "AccmonSys", "AccmonSystemd",
                 "AccmonUdev",
             ],
+            swiftSettings: strictSettings),
+        // The MQTT bridge's machinery: configuration, accmond session, broker link, relay and reconciliation.
+        .target(
+            name: "AccmonBridge",
+            dependencies: ["AccmonJSON", "AccmonLogging", "AccmonMQTT", "AccmonProtocol", "AccmonSys"],
             swiftSettings: strictSettings),
         // The library for client apps; re-exports AccmonProtocol.
         .target(name: "AccmonClient", dependencies: ["AccmonProtocol", "AccmonSys"], swiftSettings: strictSettings),
@@ -80,7 +92,15 @@ let package = Package(
             ],
             swiftSettings: strictSettings),
         .executableTarget(
-            name: "accmon", dependencies: ["AccmonClient", "AccmonManifest", "AccmonOptions", "AccmonSys"],
+            name: "accmon",
+            dependencies: ["AccmonClient", "AccmonManifest", "AccmonMQTT", "AccmonOptions", "AccmonSys"],
+            swiftSettings: strictSettings),
+        .executableTarget(
+            name: "accmon-mqtt",
+            dependencies: [
+                "AccmonBridge", "AccmonLogging", "AccmonMQTT", "AccmonOptions", "AccmonProtocol", "AccmonSys",
+                "AccmonSystemd",
+            ],
             swiftSettings: strictSettings),
         // A minimal client app, built by the tests, showing the library's use with one import.
         .executableTarget(
@@ -113,6 +133,15 @@ let package = Package(
             name: "AccmonUdevTests",
             dependencies: [
                 "AccmonClient", "AccmonCrypto", "AccmonDevices", "AccmonProtocol", "AccmonTestSupport", "AccmonUdev",
+            ],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonMQTTTests", dependencies: ["AccmonMQTT", "AccmonProtocol", "AccmonTestSupport"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonBridgeTests",
+            dependencies: [
+                "AccmonBridge", "AccmonClient", "AccmonMQTT", "AccmonProtocol", "AccmonSys", "AccmonTestSupport",
             ],
             swiftSettings: strictSettings),
         .testTarget(

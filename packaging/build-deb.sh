@@ -31,6 +31,7 @@ flags=(-c release --static-swift-stdlib --disable-local-rpath --scratch-path "$s
 say "release build (static Swift stdlib) in $scratch"
 "$SWIFT" build "${flags[@]}" --product accmond
 "$SWIFT" build "${flags[@]}" --product accmon
+"$SWIFT" build "${flags[@]}" --product accmon-mqtt
 bin=$("$SWIFT" build "${flags[@]}" --show-bin-path)
 
 stage=$BUILD_DIR/deb
@@ -40,14 +41,18 @@ mkdir -p "$root/DEBIAN"
 say "staging $root"
 install -D -m 0755 "$bin/accmond" "$root/usr/sbin/accmond"
 install -D -m 0755 "$bin/accmon" "$root/usr/bin/accmon"
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/sbin/accmond" "$root/usr/bin/accmon"
+install -D -m 0755 "$bin/accmon-mqtt" "$root/usr/sbin/accmon-mqtt"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/sbin/accmond" "$root/usr/bin/accmon" \
+  "$root/usr/sbin/accmon-mqtt"
 install -D -m 0644 packaging/accmond.service "$root/usr/lib/systemd/system/accmond.service"
+install -D -m 0644 packaging/accmon-mqtt.service "$root/usr/lib/systemd/system/accmon-mqtt.service"
 install -D -m 0644 packaging/accmond.socket "$root/usr/lib/systemd/system/accmond.socket"
 install -D -m 0644 packaging/polkit/60-accmon.rules "$root/usr/share/polkit-1/rules.d/60-accmon.rules"
 for rules in udev-rules/*.rules; do
   install -D -m 0644 "$rules" "$root/usr/lib/udev/rules.d/$(basename "$rules")"
 done
 install -D -m 0644 packaging/manifest.json "$root/etc/accmon/manifest.json"
+install -D -m 0644 packaging/mqtt.json "$root/etc/accmon/mqtt.json"
 install -d -m 0755 "$root/etc/accmon/manifest.d"
 install -D -m 0644 packaging/accmon.bash-completion "$root/usr/share/bash-completion/completions/accmon"
 
@@ -63,7 +68,7 @@ install -D -m 0644 packaging/debian/copyright "$doc/copyright"
 install -m 0644 packaging/debian/changelog "$doc/changelog"
 gzip -9n "$doc/changelog"
 install -m 0644 README.md "$doc/README.md"
-for file in docs/PROTOCOL.md docs/MANIFEST.md docs/ACCESSORIES.md; do
+for file in docs/PROTOCOL.md docs/MANIFEST.md docs/ACCESSORIES.md docs/MQTT.md; do
   [ -f "$file" ] && install -m 0644 "$file" "$doc/$(basename "$file")"
 done
 
@@ -77,7 +82,8 @@ find "$client" -type d -exec chmod 0755 {} + && find "$client" -type f -exec chm
 say "control"
 mkdir -p "$stage/shlibs/debian"
 printf 'Source: accmon\n\nPackage: accmon\nArchitecture: amd64\n' >"$stage/shlibs/debian/control"
-depends=$(cd "$stage/shlibs" && dpkg-shlibdeps -O -e"$root/usr/sbin/accmond" -e"$root/usr/bin/accmon" |
+depends=$(cd "$stage/shlibs" && dpkg-shlibdeps -O -e"$root/usr/sbin/accmond" -e"$root/usr/bin/accmon" \
+  -e"$root/usr/sbin/accmon-mqtt" |
   sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || fail "dpkg-shlibdeps found no dependency"
 installed_size=$(du -s -k --apparent-size --exclude=DEBIAN "$root" | cut -f1)
@@ -95,8 +101,9 @@ say "dpkg-deb --build"
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
 printf '%s\n' "$deb"
 printf 'Depends: %s\n' "$depends"
-printf 'size: %s bytes; binaries: accmond %s bytes, accmon %s bytes\n' "$(stat -c %s "$deb")" \
-  "$(stat -c %s "$root/usr/sbin/accmond")" "$(stat -c %s "$root/usr/bin/accmon")"
+printf 'size: %s bytes; binaries: accmond %s bytes, accmon %s bytes, accmon-mqtt %s bytes\n' "$(stat -c %s "$deb")" \
+  "$(stat -c %s "$root/usr/sbin/accmond")" "$(stat -c %s "$root/usr/bin/accmon")" \
+  "$(stat -c %s "$root/usr/sbin/accmon-mqtt")"
 
 say "python3-accmon"
 packaging/build-python-deb.sh "$BUILD_DIR"

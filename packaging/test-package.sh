@@ -80,7 +80,7 @@ check "python3-accmon: the pytest11 entry point of accmon.testing" \
   grep -qx 'accmon.testing = accmon.testing' "$python_site/accmon-$version.dist-info/entry_points.txt"
 
 # --- the binaries: static Swift runtime, stripped, hardened ----------------------------------------------------
-for binary in usr/sbin/accmond usr/bin/accmon; do
+for binary in usr/sbin/accmond usr/bin/accmon usr/sbin/accmon-mqtt; do
   check "$binary: no Swift runtime library among its dependencies" \
     bash -c "! readelf -d '$stage/$binary' | grep NEEDED | grep -i swift"
   check "$binary: no RUNPATH" bash -c "! readelf -d '$stage/$binary' | grep -E 'RUNPATH|RPATH'"
@@ -109,11 +109,24 @@ check "accmond.service: Type=notify, ExecReload=, WatchdogSec=, a state director
 # /run/accmon is accmond.socket's; as a RuntimeDirectory= of the service, systemd would chown it to accmond's user and
 # lock every client but root out (packaging/systemd-test/checks/10-socket-activation.sh).
 check "accmond.service: no RuntimeDirectory=" bash -c "! grep -q '^RuntimeDirectory' '${units[1]}'"
+check "systemd-analyze verify accmon-mqtt.service" \
+  unshare -m sh -ec 'mount -t tmpfs tmpfs /usr/sbin; cp "$1/usr/sbin/accmon-mqtt" /usr/sbin/
+    shift; MANPATH="$0/usr/share/man" exec systemd-analyze verify "$@"' "$stage" "$stage" \
+    "$stage/usr/lib/systemd/system/accmon-mqtt.service"
+bridge_unit=$stage/usr/lib/systemd/system/accmon-mqtt.service
+exposure=$(systemd-analyze security --offline=yes "$bridge_unit" 2>&1 | sed -n 's/.*Overall exposure level for accmon-mqtt.service: \([0-9.]*\).*/\1/p')
+if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e <= 2.5) }'; then
+  pass "systemd-analyze security --offline=yes accmon-mqtt.service: exposure $exposure (at most 2.5)"
+else
+  fail "systemd-analyze security --offline=yes accmon-mqtt.service: exposure '${exposure:-?}' (at most 2.5)"
+fi
+check "accmon-mqtt.service: the static user accmon-mqtt, group accmon, no restart on a bad configuration" \
+  grep -qzP 'RestartPreventExitStatus=64 65\n(.|\n)*User=accmon-mqtt\nGroup=accmon\n' "$bridge_unit"
 check "accmond.socket: /run/accmon/accmon.sock, group accmon, mode 0660" \
   grep -qzP 'ListenStream=/run/accmon/accmon.sock\n(.|\n)*SocketGroup=accmon\nSocketMode=0660\n' "${units[0]}"
 
 # --- man pages and completion --------------------------------------------------------------------------------------
-for page in man8/accmond.8 man1/accmon.1 man5/accmon-manifest.5; do
+for page in man8/accmond.8 man1/accmon.1 man5/accmon-manifest.5 man8/accmon-mqtt.8; do
   file=$stage/usr/share/man/$page.gz
   check "man page $page renders without warnings" bash -c \
     "test -f '$file' && test -z \"\$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z '$file' 2>&1 >/dev/null)\""
@@ -121,6 +134,9 @@ done
 accmond_options=$("$stage/usr/sbin/accmond" --help | grep -oE '^ +--[a-z-]+' | tr -d ' ')
 check "accmond(8) documents every option of accmond --help" bash -c \
   "text=\$(zcat '$stage/usr/share/man/man8/accmond.8.gz' | sed 's/\\\\-/-/g'); for o in $(echo $accmond_options); do grep -q -- \"\$o\" <<<\"\$text\" || { echo \"missing \$o\"; exit 1; }; done"
+bridge_options=$("$stage/usr/sbin/accmon-mqtt" --help | grep -oE '^ +--[a-z-]+' | tr -d ' ')
+check "accmon-mqtt(8) documents every option of accmon-mqtt --help" bash -c \
+  "text=\$(zcat '$stage/usr/share/man/man8/accmon-mqtt.8.gz' | sed 's/\\\\-/-/g'); for o in $(echo $bridge_options); do grep -q -- \"\$o\" <<<\"\$text\" || { echo \"missing \$o\"; exit 1; }; done"
 accmon_commands=$("$stage/usr/bin/accmon" --help | sed -n '/^Commands:/,/^$/p' | awk 'NF > 1 { print $1 }')
 check "accmon(1) documents every command of accmon --help" bash -c \
   "text=\$(zcat '$stage/usr/share/man/man1/accmon.1.gz'); for c in $(echo $accmon_commands); do grep -q \"^\\.SS accmon \$c\" <<<\"\$text\" || { echo \"missing \$c\"; exit 1; }; done"
@@ -188,9 +204,18 @@ check "the package ships the polkit rule for accmond's user" test -f "$root/usr/
 check "postinst enabled accmond.socket (deb-systemd-helper)" \
   test -L "$root/etc/systemd/system/sockets.target.wants/accmond.socket"
 check "/etc/accmon/manifest.json is a conffile" bash -c "chroot '$root' dpkg-query -W -f='\${Conffiles}' accmon | grep -q /etc/accmon/manifest.json"
+check "/etc/accmon/mqtt.json is a conffile" bash -c "chroot '$root' dpkg-query -W -f='\${Conffiles}' accmon | grep -q /etc/accmon/mqtt.json"
+check "postinst created the static system user accmon-mqtt in the group accmon, without a shell" bash -c \
+  "chroot '$root' getent passwd accmon-mqtt | grep -qE '^accmon-mqtt:x:[0-9]{1,3}:[0-9]+:.*:/nonexistent:/usr/sbin/nologin$' &&
+   [ \"\$(chroot '$root' id -gn accmon-mqtt)\" = accmon ]"
+check "accmon-mqtt.service is not enabled by the package" \
+  bash -c "! ls '$root'/etc/systemd/system/*.wants/accmon-mqtt.service 2>/dev/null | grep -q ."
+check "accmon-mqtt --check accepts the shipped mqtt.json, as the user accmon-mqtt" bash -c \
+  "chroot --userspec=accmon-mqtt:accmon '$root' /usr/sbin/accmon-mqtt --check | grep -q '^ok: /etc/accmon/mqtt.json: broker mqtt://localhost:1883'"
+check "accmon-mqtt --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/sbin/accmon-mqtt --version)\" = 'accmon-mqtt $version' ]"
 check "the manifest allows nothing" grep -qE '^ *"default": "reject",' "$root/etc/accmon/manifest.json"
-check "every library accmond and accmon need is in the chroot, none of Swift's" bash -c "
-  out=\$(chroot '$root' ldd /usr/sbin/accmond /usr/bin/accmon); echo \"\$out\"
+check "every library accmond, accmon and accmon-mqtt need is in the chroot, none of Swift's" bash -c "
+  out=\$(chroot '$root' ldd /usr/sbin/accmond /usr/bin/accmon /usr/sbin/accmon-mqtt); echo \"\$out\"
   ! grep -qE 'not found|swift' <<<\"\$out\""
 check "accmond --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/sbin/accmond --version)\" = 'accmond $version' ]"
 check "accmon --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/bin/accmon --version)\" = 'accmon $version' ]"
@@ -265,11 +290,12 @@ rm -f "$root/tmp/$(basename "$deb")" "$root/tmp/$(basename "$python_deb")"
 check "apt-get autoremove --purge removes the dependencies installed for accmon" \
   in_root apt-get autoremove --purge -y -q
 snapshot >"$work/after.txt"
-# The user and group are kept on purpose (see debian/postrm); the account files change with them.
+# The group and the users accmond and accmon-mqtt are kept on purpose (see debian/postrm); /etc/group, /etc/passwd
+# and their shadows change with them.
 leftovers=$(diff "$work/before.txt" "$work/after.txt" | grep '^[<>]' |
   grep -vE '^[<>] \./etc/(group|gshadow|passwd|shadow)-?$')
 if [ -z "$leftovers" ]; then
-  pass "dpkg --purge (and autoremove) removed every file installed and everything accmond made (only the user accmond and group accmon are kept)"
+  pass "dpkg --purge (and autoremove) removed every file installed and everything accmond made (only the group accmon and the users accmond and accmon-mqtt are kept)"
 else
   fail "dpkg --purge left files behind or removed others:"
   printf '%s\n' "$leftovers" | head -20 | sed 's/^/    /'
@@ -277,6 +303,7 @@ fi
 groups_after=$(cut -d: -f1 "$root/etc/group" | sort | tr '\n' ' ')
 check "the only change to the groups is accmon" bash -c "[ \"$(printf '%s' "$groups_after" | sed 's/\baccmon \b//')\" = '$groups_before' ]"
 users_after=$(cut -d: -f1 "$root/etc/passwd" | sort | tr '\n' ' ')
-check "the only change to the users is accmond" bash -c "[ \"$(printf '%s' "$users_after" | sed 's/\baccmond \b//')\" = '$users_before' ]"
+check "the only changes to the users are accmond and accmon-mqtt" \
+  bash -c "[ \"$(printf '%s' "$users_after" | sed 's/\baccmond \b//; s/\baccmon-mqtt \b//')\" = '$users_before' ]"
 
 finish

@@ -216,6 +216,16 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
     public static let serviceManager = LogMessageID("33cc16c8efc24b609a1ac9442396a894")
     /// A client or a user reached one of the daemon's limits.
     public static let limitReached = LogMessageID("83c01262680f475d9093ac8805823490")
+    /// The MQTT bridge's connection to its broker: connected, lost, refused.
+    public static let bridgeBroker = LogMessageID("e65b2a33c805494e8a14546b0b587e6f")
+    /// The MQTT bridge's session with accmond: subscribed, restored, suspended, reconnecting.
+    public static let bridgeAccmond = LogMessageID("f4a146057aa54296ab73c033625a0ac1")
+    /// The MQTT bridge could not publish an event (skipped, or refused by the broker).
+    public static let bridgePublication = LogMessageID("1cb266c018e342b89039f19f51ce0417")
+    /// The MQTT bridge made the broker's retained state equal to the truth, or found others' edits.
+    public static let bridgeReconciliation = LogMessageID("c655aa66e5804ac4b95f7d37f82b9e99")
+    /// A configuration file had problems.
+    public static let configuration = LogMessageID("0ccbb48936a9479f99f1d1c9d5fa9db0")
     /// A systemd unit accmond starts or stops for an accessory (launch on connect): a job sent, done, failed, retried
     /// or given up.
     public static let unitJob = LogMessageID("e1929a28fb984ba7b8364f8cff8414ed")
@@ -232,7 +242,9 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
         ("reloadRequested", reloadRequested), ("manifestRefused", manifestRefused), ("coldplug", coldplug),
         ("deviceSkipped", deviceSkipped),
         ("udevFailure", udevFailure), ("transportFailure", transportFailure), ("state", state),
-        ("serviceManager", serviceManager), ("limitReached", limitReached), ("unitJob", unitJob),
+        ("serviceManager", serviceManager), ("limitReached", limitReached),
+        ("bridgeBroker", bridgeBroker), ("bridgeAccmond", bridgeAccmond), ("bridgePublication", bridgePublication),
+        ("bridgeReconciliation", bridgeReconciliation), ("configuration", configuration), ("unitJob", unitJob),
         ("relaunch", relaunch),
     ]
 }

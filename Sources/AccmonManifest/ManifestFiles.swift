@@ -7,6 +7,9 @@ import Glibc
 public enum ManifestFiles {
     /// The largest manifest file read.
     public static let maximumFileSize = 4 << 20
+    /// The most entries read from the drop-in directory: more is a problem, so that a directory of thousands of
+    /// files is refused at once rather than read, parsed and merged at length.
+    public static let maximumDropInEntries = 1000
 
     /// The files to read: `explicit` when given, else the main file then the drop-ins of `directory` in name order.
     /// A drop-in directory that cannot be read is a problem; a missing one is none.
@@ -32,51 +35,52 @@ public enum ManifestFiles {
     }
 
     /// Reads one manifest file; an unreadable one is a problem at 1:1.
+    ///
+    /// A symbolic link is followed (an admin may link a file into place), but the file is opened without blocking
+    /// and checked with `fstat` to be a regular file of at most ``maximumFileSize`` bytes before it is read: a FIFO,
+    /// a device or a directory is a problem, never a wait or an endless read.
     public static func readFile(_ path: String) -> Result<[UInt8], ManifestProblem> {
-        func failure(_ reason: String) -> Result<[UInt8], ManifestProblem> {
-            .failure(.unreadable(file: path, reason: reason))
+        let file: FileDescriptor
+        do throws(Errno) {
+            file = try FileDescriptor.openForReading(path, followingSymbolicLinks: true)
+        } catch {
+            return .failure(.unreadable(file: path, reason: error.description))
         }
-        var descriptor: Int32
-        repeat { descriptor = open(path, O_RDONLY | O_CLOEXEC) } while descriptor < 0 && errno == EINTR
-        guard descriptor >= 0 else { return failure(Errno.current.description) }
-        let file = FileDescriptor(rawValue: descriptor)
         defer { file.close() }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { return failure(Errno.current.description) }
-        if status.st_mode & S_IFMT == S_IFDIR { return failure(Errno(rawValue: EISDIR).description) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { buffer in
-                Glibc.read(descriptor, buffer.baseAddress, buffer.count)
+        do throws(FileError) {
+            return .success(try AtomicFile.readRegularFile(file, path: path, limit: maximumFileSize))
+        } catch {
+            // A file of the wrong kind or size is named as such; a failed call keeps "cannot read the file".
+            guard let errno = error.errno else {
+                return .failure(ManifestProblem(.unreadable, file: path, position: .start, reason: error.reason))
             }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return failure(Errno.current.description)
-            }
-            if count == 0 { return .success(bytes) }
-            bytes += chunk[..<count]
-            if bytes.count > maximumFileSize { return failure("larger than \(maximumFileSize >> 20) MiB") }
+            return .failure(.unreadable(file: path, reason: errno.description))
         }
     }
 
-    /// The names in a directory; a missing directory has none.
+    /// The names in a directory, at most ``maximumDropInEntries``; a missing directory has none.
     static func listDirectory(_ path: String) -> Result<[String], ManifestProblem> {
-        guard let directory = opendir(path) else {
-            if errno == ENOENT { return .success([]) }
-            return .failure(
-                ManifestProblem(
-                    .unreadable, file: path, position: .start,
-                    reason: "cannot read the drop-in directory: \(Errno.current)"))
+        func problem(_ reason: String) -> Result<[String], ManifestProblem> {
+            .failure(ManifestProblem(.unreadable, file: path, position: .start, reason: reason))
         }
-        defer { closedir(directory) }
-        var names: [String] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafePointer(to: &entry.pointee.d_name) { pointer in
-                pointer.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+        let directory: DirectoryDescriptor
+        do throws(Errno) {
+            directory = try DirectoryDescriptor.open(path)
+        } catch {
+            if error == .noSuchFileOrDirectory { return .success([]) }
+            return problem("cannot read the drop-in directory: \(error)")
+        }
+        defer { directory.close() }
+        do throws(Errno) {
+            let (names, truncated) = try directory.names(limit: maximumDropInEntries)
+            if truncated {
+                return problem(
+                    "the drop-in directory has more than \(maximumDropInEntries) entries; at most that many are "
+                        + "read: merge or remove some")
             }
-            if name != "." && name != ".." { names.append(name) }
+            return .success(names)
+        } catch {
+            return problem("cannot read the drop-in directory: \(error)")
         }
-        return .success(names)
     }
 }

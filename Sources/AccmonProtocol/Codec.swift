@@ -40,6 +40,14 @@ public struct ProtocolCodec {
                 ClientDecodingFailure(id: nil, error: ProtocolError(.malformedJSON, "message: line: not valid UTF-8")))
         }
         let data = Data(line)
+        let check =
+            line.withContiguousStorageIfAvailable { RequestLineCheck.scan($0) }
+            ?? Array(line).withUnsafeBufferPointer { RequestLineCheck.scan($0) }
+        guard let check else {
+            return .failure(
+                ClientDecodingFailure(id: nil, error: ProtocolError(.malformedJSON, "message: line: not valid JSON")))
+        }
+        if let refusal = refusal(by: check, data) { return .failure(refusal) }
         let envelope: Envelope
         do {
             envelope = try decoder.decode(Envelope.self, from: data)
@@ -92,6 +100,9 @@ public struct ProtocolCodec {
                             .unknownType,
                             "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, ack, list, status, reload"
                                 + " or simulate)")))
+            }
+            if let path = check.nonIntegerNumber(readBy: request) {
+                throw ProtocolError(.invalidField, "\(type): \(path): \(RequestLineCheck.integerExpected)")
             }
             return .success(ClientMessage(id: envelope.id, request))
         } catch let error as ProtocolError {

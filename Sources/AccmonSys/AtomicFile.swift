@@ -1,79 +1,169 @@
 import Glibc
 
-/// An error reading or writing a file: the operation, the path and errno.
+/// An error reading or writing a file: what was done, the path, and why it failed.
 public struct FileError: Error, Sendable, CustomStringConvertible {
-    /// The system call, such as `rename`.
+    /// The system call, such as `rename`; empty when the file was found unfit rather than a call failing.
     public var operation: String
     /// The file.
     public var path: String
-    /// The system error.
-    public var errno: Errno
+    /// Why: the system error's text, or what is wrong with the file ("not a regular file (a FIFO)").
+    public var reason: String
+    /// The system error, when a call failed.
+    public var errno: Errno?
 
-    public var description: String { "\(operation): '\(path)': \(errno)" }
+    /// A failed system call.
+    public init(operation: String, path: String, errno: Errno) {
+        self.operation = operation
+        self.path = path
+        reason = errno.description
+        self.errno = errno
+    }
+
+    /// A file found unfit for use.
+    public init(path: String, reason: String) {
+        operation = ""
+        self.path = path
+        self.reason = reason
+        errno = nil
+    }
+
+    public var description: String {
+        operation.isEmpty ? "'\(path)': \(reason)" : "\(operation): '\(path)': \(reason)"
+    }
 }
 
-/// Small whole-file operations for the state store.
+/// Whole-file operations for a daemon's state, each by name in a directory opened once (``DirectoryDescriptor``), so
+/// that nothing planted in that directory (a symbolic link, a FIFO) is followed, written through or waited on.
 public enum AtomicFile {
-    /// Replaces `path` with `bytes` so that a crash leaves the old or the new content, never a mix: writes a
-    /// temporary file beside it, fsyncs it, renames it over `path`, then fsyncs the directory.
-    public static func write(_ bytes: [UInt8], to path: String, mode: mode_t = 0o600) throws(FileError) {
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw FileError(operation: "open", path: temporary, errno: .current) }
+    /// The start of the names of `name`'s temporaries: `name.tmp`. A temporary left by a crash has such a name; so
+    /// has the fixed one earlier versions used.
+    public static func temporaryPrefix(of name: String) -> String { "\(name).tmp" }
+
+    /// Replaces `name` with `bytes` so that a crash leaves the old or the new content, never a mix: writes a new
+    /// temporary file beside it (a fresh random name, created with `O_EXCL | O_NOFOLLOW`: a file or a link already
+    /// there is never opened), fsyncs it, renames it over `name`, then fsyncs the directory.
+    public static func write(
+        _ bytes: [UInt8], to name: String, in directory: DirectoryDescriptor, mode: mode_t = 0o600
+    ) throws(FileError) {
+        let (temporary, file) = try createTemporary(for: name, in: directory, mode: mode)
         do throws(Errno) {
-            try FileDescriptor(rawValue: fd).writeAll(bytes)
-            guard fsync(fd) == 0 else { throw Errno.current }
+            defer { file.close() }
+            try file.writeAll(bytes)
+            try file.synchronize()
         } catch {
-            Glibc.close(fd)
-            unlink(temporary)
-            throw FileError(operation: "write", path: temporary, errno: error)
+            try? directory.remove(temporary)  // try?: the write's error is the one to report
+            throw FileError(operation: "write", path: directory.pathOf(temporary), errno: error)
         }
-        Glibc.close(fd)
-        guard rename(temporary, path) == 0 else {
-            let error = Errno.current
-            unlink(temporary)
-            throw FileError(operation: "rename", path: path, errno: error)
+        do throws(Errno) {
+            try directory.rename(temporary, to: name)
+        } catch {
+            try? directory.remove(temporary)  // try?: the rename's error is the one to report
+            throw FileError(operation: "rename", path: directory.pathOf(name), errno: error)
         }
-        let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        let directoryFD = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryFD >= 0 else { throw FileError(operation: "open", path: directory, errno: .current) }
-        defer { Glibc.close(directoryFD) }
-        guard fsync(directoryFD) == 0 else { throw FileError(operation: "fsync", path: directory, errno: .current) }
+        do throws(Errno) {
+            try directory.synchronize()
+        } catch {
+            throw FileError(operation: "fsync", path: directory.path, errno: error)
+        }
     }
 
-    /// Reads the whole file; `nil` when it does not exist.
-    public static func read(_ path: String) throws(FileError) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw FileError(operation: "open", path: path, errno: .current)
-        }
-        defer { Glibc.close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
+    /// Creates a new, empty temporary file for `name` in `directory`, under a fresh random name that starts with
+    /// ``temporaryPrefix(of:)``; returns its name and descriptor, open for writing.
+    public static func createTemporary(
+        for name: String, in directory: DirectoryDescriptor, mode: mode_t = 0o600
+    ) throws(FileError) -> (name: String, file: FileDescriptor) {
+        var attempts = 0
         while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw FileError(operation: "read", path: path, errno: .current)
+            let candidate = "\(temporaryPrefix(of: name))-\(randomHex())"
+            do throws(Errno) {
+                return (candidate, try directory.createNew(candidate, mode: mode))
+            } catch {
+                attempts += 1
+                // Something holds this random name already: a leftover or a plant. Another name will do.
+                if error.rawValue == EEXIST && attempts < 16 { continue }
+                throw FileError(operation: "open", path: directory.pathOf(candidate), errno: error)
             }
-            if count == 0 { return bytes }
-            bytes += chunk[0..<count]
         }
     }
 
-    /// Moves a bad file aside to `path.corrupt-<unix time>`; returns the new name.
-    public static func moveAside(_ path: String) throws(FileError) -> String {
-        let aside = "\(path).corrupt-\(time(nil))"
-        guard rename(path, aside) == 0 else { throw FileError(operation: "rename", path: path, errno: .current) }
+    /// Reads the whole regular file `name` of at most `limit` bytes; `nil` when it does not exist.
+    ///
+    /// It is opened without following a symbolic link and without blocking, and checked to be a regular file
+    /// before it is read: a link, a FIFO, a device or a directory there is an error saying which, never a wait.
+    public static func read(_ name: String, in directory: DirectoryDescriptor, limit: Int) throws(FileError) -> [UInt8]?
+    {
+        let path = directory.pathOf(name)
+        let file: FileDescriptor
+        do throws(Errno) {
+            file = try directory.openForReading(name)
+        } catch {
+            switch error.rawValue {
+            case ENOENT: return nil
+            case ELOOP: throw FileError(path: path, reason: "not a regular file (\(FileStatus.Kind.symbolicLink))")
+            default: throw FileError(operation: "open", path: path, errno: error)
+            }
+        }
+        defer { file.close() }
+        return try readRegularFile(file, path: path, limit: limit)
+    }
+
+    /// Reads the whole regular file at `path` (a symbolic link is followed: an admin may link a configuration file
+    /// into place) of at most `limit` bytes; `nil` when it does not exist. As ``read(_:in:limit:)``, it is opened
+    /// without blocking and checked to be a regular file before it is read.
+    public static func read(_ path: String, limit: Int = 4 << 20) throws(FileError) -> [UInt8]? {
+        let file: FileDescriptor
+        do throws(Errno) {
+            file = try FileDescriptor.openForReading(path, followingSymbolicLinks: true)
+        } catch {
+            if error == .noSuchFileOrDirectory { return nil }
+            throw FileError(operation: "open", path: path, errno: error)
+        }
+        defer { file.close() }
+        return try readRegularFile(file, path: path, limit: limit)
+    }
+
+    /// Reads an open file that must be a regular file of at most `limit` bytes (checked with `fstat` first).
+    public static func readRegularFile(_ file: FileDescriptor, path: String, limit: Int) throws(FileError) -> [UInt8] {
+        let status: FileStatus
+        do throws(Errno) {
+            status = try file.status()
+        } catch {
+            throw FileError(operation: "fstat", path: path, errno: error)
+        }
+        guard status.kind == .regular else {
+            throw FileError(path: path, reason: "not a regular file (\(status.kind))")
+        }
+        let tooLarge = FileError(path: path, reason: "larger than \(Self.describe(bytes: limit))")
+        guard status.size <= limit else { throw tooLarge }
+        let bytes: [UInt8]?
+        do throws(Errno) {
+            bytes = try file.readToEnd(limit: limit)
+        } catch {
+            throw FileError(operation: "read", path: path, errno: error)
+        }
+        guard let bytes else { throw tooLarge }
+        return bytes
+    }
+
+    /// Moves a bad file aside to `name.corrupt-<unix time>`; returns the new name.
+    public static func moveAside(_ name: String, in directory: DirectoryDescriptor) throws(FileError) -> String {
+        let aside = "\(name).corrupt-\(time(nil))"
+        do throws(Errno) {
+            try directory.rename(name, to: aside)
+        } catch {
+            throw FileError(operation: "rename", path: directory.pathOf(name), errno: error)
+        }
         return aside
     }
 
-    /// Creates `path` as a directory (mode 0700) if it does not exist.
-    public static func ensureDirectory(_ path: String) throws(FileError) {
-        if mkdir(path, 0o700) != 0 && errno != EEXIST {
-            throw FileError(operation: "mkdir", path: path, errno: .current)
-        }
+    /// "4 MiB", or "1000 bytes" below a mebibyte.
+    static func describe(bytes: Int) -> String {
+        bytes >= 1 << 20 && bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB" : "\(bytes) bytes"
+    }
+
+    private static func randomHex() -> String {
+        let digits = String(UInt64.random(in: .min ... .max), radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
     }
 }
 

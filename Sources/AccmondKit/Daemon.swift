@@ -99,19 +99,43 @@ public final class Daemon: Sendable {
 
     /// Runs until SIGTERM or SIGINT (when ``DaemonConfiguration/handlesSignals``) or ``requestStop()``.
     ///
+    /// Start-up goes in steps that never wait on anything outside accmond (files are opened without blocking and
+    /// checked to be regular files; the manifest's names are resolved on the loader's thread afterwards): bind the
+    /// socket; open and check the state directory, read the state and the manifest (``BrokerLoop``); enumerate each
+    /// source. The stop signals are blocked, for the loop's signalfd, so between steps a pending SIGTERM or SIGINT is
+    /// looked for: start-up then ends there, and `run` returns as after a stop. On a stop or a failure during
+    /// start-up the sources started are stopped and the socket file it bound is removed (never one the service
+    /// manager passed).
+    ///
     /// - Important: blocks the calling thread, which becomes the broker loop: call it from `main` or a thread of
     ///   its own, never from the cooperative pool.
     public func run() throws {
-        let logger = configuration.logger
-        if let directory = configuration.stateDirectory {
-            do {
-                try AtomicFile.ensureDirectory(directory)
-            } catch {
-                throw DaemonError(description: "accmond: state directory: \(error) (choose another with --state-dir)")
+        var startUp = StartUp(configuration: configuration, stopFlag: stopFlag)
+        let broker: BrokerLoop
+        let notifier: ServiceNotifier?
+        do {
+            guard let started = try start(&startUp) else {
+                startUp.abandon()
+                configuration.logger.notice(.stopped, "stopped during start-up")
+                return
             }
+            (broker, notifier) = started
+        } catch {
+            startUp.abandon()
+            throw error
         }
+        broker.run()
+        notifier?.finish()
+        for source in sources { source.stop() }
+        configuration.logger.notice(.stopped, "stopped")
+    }
+
+    /// Start-up, step by step; `nil` when a stop was asked for between two steps.
+    private func start(_ startUp: inout StartUp) throws -> (BrokerLoop, ServiceNotifier?)? {
+        let logger = configuration.logger
         let notifier = try makeServiceNotifier()
         notifier?.starting("Starting: listening, enumerating devices")
+        if startUp.stopAsked(before: "listening") { return nil }
         let listener: FileDescriptor
         var brokerConfiguration = configuration
         do {
@@ -120,6 +144,7 @@ public final class Daemon: Sendable {
                 brokerConfiguration.socketPath = inherited.path
             } else {
                 listener = try UnixSocket.listen(path: configuration.socketPath)
+                startUp.boundSocketPath = configuration.socketPath
             }
             try listener.setNonBlocking()
         } catch {
@@ -129,16 +154,20 @@ public final class Daemon: Sendable {
             onLoopTurn?(turn)
             notifier?.loopTurned(turn)
         }
+        if startUp.stopAsked(before: "reading the state and the manifest") { return nil }
         let broker = try BrokerLoop(
             configuration: brokerConfiguration, listener: listener, sink: sink, simulated: simulated,
             loopDrivenSources: sources.compactMap { $0 as? any LoopDrivenEventSource }, stopFlag: stopFlag)
         for source in sources {
+            if startUp.stopAsked(before: "starting the event source \(source.name)") { return nil }
             do {
                 try source.start(delivering: sink)
+                startUp.startedSources.append(source)
             } catch {
                 throw DaemonError(description: "accmond: event source \(source.name): \(error)")
             }
         }
+        if startUp.stopAsked(before: "serving") { return nil }
         logger.notice(
             .started,
             "listening on \(brokerConfiguration.socketPath)"
@@ -151,10 +180,7 @@ public final class Daemon: Sendable {
         }
         // One turn at once, even when no source reported anything: its end sends READY=1.
         sink.wakeup.signal()
-        broker.run()
-        notifier?.finish()
-        for source in sources { source.stop() }
-        logger.notice(.stopped, "stopped")
+        return (broker, notifier)
     }
 
     /// The notifier for the service manager, with the watchdog interval systemd asked for; `nil` when off.
@@ -184,5 +210,35 @@ public final class Daemon: Sendable {
     public func requestStop() {
         stopFlag.raise()
         sink.wakeup.signal()
+    }
+}
+
+/// What start-up did so far, to undo when it ends early, and the look for a stop between its steps.
+private struct StartUp {
+    let configuration: DaemonConfiguration
+    let stopFlag: StopFlag
+    /// The socket file start-up bound (not one the service manager passed).
+    var boundSocketPath: String?
+    var startedSources: [any EventSource] = []
+
+    /// Whether a stop was asked for before `step`: ``Daemon/requestStop()``, or a SIGTERM or SIGINT pending (they
+    /// are blocked until the loop's signalfd reads them). Logs it.
+    func stopAsked(before step: String) -> Bool {
+        if stopFlag.isRaised {
+            configuration.logger.notice(.stopping, "asked to stop during start-up, before \(step); stopping")
+            return true
+        }
+        guard configuration.handlesSignals, let signal = SignalDescriptor.firstPending(among: [SIGTERM, SIGINT])
+        else { return false }
+        configuration.logger.notice(
+            .stopping,
+            "received \(signal == SIGTERM ? "SIGTERM" : "SIGINT") during start-up, before \(step); stopping")
+        return true
+    }
+
+    /// Stops the sources started and removes the socket file bound.
+    func abandon() {
+        for source in startedSources.reversed() { source.stop() }
+        if let boundSocketPath { UnixSocket.removeSocketFile(at: boundSocketPath) }
     }
 }

@@ -34,12 +34,13 @@ struct CommonOptions {
         """
 }
 
-/// The options `watch` and `list` share: `--json`, `--all`, the filter options and the common ones.
+/// The options `watch` and `list` share: `--json`, `--all`, the filter options, the fleet view's and the common ones.
 struct SelectionOptions {
     var common: CommonOptions
     var json = false
     var all = false
     var filter = AccessoryFilter()
+    var fleet = FleetOptions()
 
     /// Consumes `option` if it is one of these; returns whether it was.
     mutating func parse(_ option: String, _ arguments: inout OptionCursor) throws(UsageError) -> Bool {
@@ -48,6 +49,7 @@ struct SelectionOptions {
         case "--all": all = true
         default:
             if try common.parse(option, &arguments) { return true }
+            if try fleet.parse(option, &arguments) { return true }
             return try parseFilterOption(option, &arguments, into: &filter)
         }
         return true

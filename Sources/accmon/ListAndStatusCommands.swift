@@ -10,6 +10,7 @@ struct ListCommand: Command {
     static let usage = """
         Usage: accmon list [--json] [--all] [--connection ID] [--kind KIND] [--vendor ID] [--product ID]
                            [--protocol NAME] [--socket PATH]
+               accmon list --broker URL [--host GLOB] [--json] [FILTER OPTIONS] [BROKER OPTIONS]
 
         \(abstract)
 
@@ -21,6 +22,10 @@ struct ListCommand: Command {
                              the id from its instance name)
         \(filterOptionsHelp)
         \(CommonOptions.help)
+
+        Fleet view (every host's bridge, through an MQTT broker; with --json:
+        {"version":1,"hosts":[{"host":...,"state":...,"status":{...},"accessories":[...]}]}):
+        \(FleetOptions.help)
 
         """
 
@@ -45,7 +50,12 @@ struct ListCommand: Command {
                 throw UsageError("unknown option '\(option)'")
             }
         }
+        fleetView = try selection.fleet.validate(restoreID: nil, all: all)
+        if fleetView && connectionID != nil { throw UsageError("--connection and --broker do not go together") }
     }
+
+    /// Whether `--broker` asks for the fleet view.
+    var fleetView = false
 
     struct Output: Encodable {
         var version = jsonOutputVersion
@@ -55,6 +65,10 @@ struct ListCommand: Command {
     }
 
     func run() async throws(AccmonError) {
+        if fleetView {
+            try await selection.fleet.list(filter: filter, json: json)
+            return
+        }
         let connection = try await common.connect()
         var snapshot = try await connection.list(filter, includeRejected: all)
         connection.close()

@@ -32,8 +32,11 @@ func timestamp() -> String {
         + pad(Int32(now.tv_nsec / 1_000_000), 3)
 }
 
-/// One human line for a watch event: time, change, kind, vendor:product, name, serial, device node, connection id.
-func humanLine(_ label: String, _ accessory: Accessory, rejection: String? = nil, style: Style) -> String {
+/// One human line for a watch event: time, change, kind, vendor:product, name, serial, device node, connection id;
+/// in the fleet view, the host after the time.
+func humanLine(
+    _ label: String, _ accessory: Accessory, rejection: String? = nil, host: String? = nil, style: Style
+) -> String {
     let painted: String
     switch label {
     case "connect": painted = style.paint(label.padding(10), "32")
@@ -44,6 +47,7 @@ func humanLine(_ label: String, _ accessory: Accessory, rejection: String? = nil
         timestamp(), painted, accessory.kind.rawValue.padding(13), accessory.usbID,
         accessory.name.isEmpty ? "\"\"" : quotedIfNeeded(accessory.name),
     ]
+    if let host { fields.insert(quotedIfNeeded(host), at: 1) }
     if !accessory.serialNumber.isEmpty { fields.append("serial=\(quotedIfNeeded(accessory.serialNumber))") }
     if let node = accessory.deviceNodes.first { fields.append(node) }
     fields.append("conn=\(accessory.connectionID)")

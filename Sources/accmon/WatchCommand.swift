@@ -10,6 +10,7 @@ struct WatchCommand: Command {
     static let usage = """
         Usage: accmon watch [--json] [--all] [--restore-id ID [--relaunch TEMPLATE]] [--kind KIND] [--vendor ID]
                             [--product ID] [--protocol NAME] [--socket PATH]
+               accmon watch --broker URL [--host GLOB] [--json] [FILTER OPTIONS] [BROKER OPTIONS]
 
         \(abstract)
         First prints the accessories connected now (as "present"), then one line per event: time, connect or
@@ -29,6 +30,10 @@ struct WatchCommand: Command {
                              "relaunch" must allow it)
         \(filterOptionsHelp)
         \(CommonOptions.help)
+
+        Fleet view (every host's bridge, through an MQTT broker; with --json: a "fleet" line, then "connect",
+        "disconnect" and "status" lines, each with its "host"):
+        \(FleetOptions.help)
 
         """
 
@@ -56,7 +61,11 @@ struct WatchCommand: Command {
         if let relaunch, let problem = LaunchTemplate.problem(with: relaunch) {
             throw UsageError("--relaunch: '\(relaunch)' is refused: \(problem)")
         }
+        fleetView = try selection.fleet.validate(restoreID: restoreID, all: all)
     }
+
+    /// Whether `--broker` asks for the fleet view.
+    var fleetView = false
 
     /// The first `--json` line of a session with a restore id.
     struct SessionLine: Encodable {
@@ -66,6 +75,10 @@ struct WatchCommand: Command {
     }
 
     func run() async throws(AccmonError) {
+        if fleetView {
+            try await selection.fleet.watch(filter: filter, json: json)
+            return
+        }
         if let restoreID {
             try await runSession(restoreID: restoreID)
             return

@@ -37,6 +37,17 @@ struct ProtocolRobustnessTests {
             label: "unknown kind",
             bytes: Array(#"{"type":"simulate","id":9,"action":"connect","accessory":{"kind":"toaster"}}"#.utf8),
             code: "invalid-field", id: 9),
+        // A key twice (JSONDecoder alone kept the first) and integers written otherwise (1e-999999 was read as 0).
+        BadLine(
+            label: "duplicate key", bytes: Array(#"{"type":"status","id":10,"type":"reload"}"#.utf8),
+            code: "invalid-field", id: 10),
+        BadLine(
+            label: "id with an exponent", bytes: Array(#"{"type":"status","id":1e-999999}"#.utf8), code: "invalid-field"
+        ),
+        BadLine(
+            label: "seq with a fraction", bytes: Array(#"{"type":"ack","id":11,"seq":1.0}"#.utf8),
+            code: "invalid-field",
+            id: 11),
         BadLine(
             label: "over-long line",
             bytes: Array(#"{"type":"status","pad":""#.utf8) + Array(repeating: 0x61, count: 70_000)

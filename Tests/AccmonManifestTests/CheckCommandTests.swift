@@ -38,12 +38,20 @@ struct CheckCommandTests {
         let missing = "\(directory.path)/missing.json"
         let folder = "\(directory.path)/folder.json"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
-        let result = try await accmon(["manifest", "check", missing, good, folder, bad], in: directory)
+        // A FIFO is not waited on (opened without blocking, then found not to be a regular file); a link to a
+        // device is followed, and the device refused before anything is read from it.
+        let fifo = "\(directory.path)/fifo.json"
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let device = "\(directory.path)/device.json"
+        try FileManager.default.createSymbolicLink(atPath: device, withDestinationPath: "/dev/zero")
+        let result = try await accmon(["manifest", "check", missing, good, folder, fifo, device, bad], in: directory)
         #expect(result.status == 65, "\(result)")
         #expect(
             result.stderr == """
                 \(missing):1:1: cannot read the file: No such file or directory
-                \(folder):1:1: cannot read the file: Is a directory
+                \(folder):1:1: not a regular file (a directory)
+                \(fifo):1:1: not a regular file (a FIFO)
+                \(device):1:1: not a regular file (a character device)
                 \(bad):2:28: entry 'a': name: 'a' is already the name of the entry at \(good):1:41
 
                 """)

@@ -96,6 +96,46 @@ private let malformedLines: [MalformedLine] = [
     MalformedLine("id a boolean", #"{"type":"status","id":true}"#, .invalidField, "message: id: "),
     MalformedLine("id an object", #"{"type":"status","id":{}}"#, .invalidField, "message: id: "),
     MalformedLine("id beyond Int64", #"{"type":"status","id":9223372036854775808}"#, .invalidField, "message: id: "),
+    // A number id must be written as an integer: these were read as 0, 1 and 100 while 2^63-1 written so was refused.
+    MalformedLine("id a vanishing exponent", #"{"type":"status","id":1e-999999}"#, .invalidField, "message: id: "),
+    MalformedLine("id a zero fraction", #"{"type":"status","id":1.0}"#, .invalidField, "message: id: "),
+    MalformedLine("id an exponent", #"{"type":"status","id":1e2}"#, .invalidField, "message: id: "),
+    MalformedLine(
+        "id Int64.max with an exponent", #"{"type":"status","id":9.223372036854775807e18}"#, .invalidField,
+        "message: id: "),
+
+    // A key twice in one object, at any depth (JSONDecoder alone kept the first).
+    MalformedLine(
+        "type sent twice", #"{"type":"status","type":"reload","id":1}"#, .invalidField, "message: type: ",
+        id: .number(1)),
+    MalformedLine("empty key sent twice", #"{"type":"status","":1,"":2}"#, .invalidField, "message: line: "),
+    MalformedLine("id sent twice", #"{"type":"status","id":1,"id":2}"#, .invalidField, "message: id: "),
+    MalformedLine(
+        "filter key sent twice", #"{"type":"list","id":"l","filter":{"kind":"usb","kind":"serial"}}"#, .invalidField,
+        "message: filter.kind: ", id: .string("l")),
+    MalformedLine(
+        "filter key sent twice, once escaped", #"{"type":"list","filter":{"vendorID":"0403","vendor\u0049D":"1"}}"#,
+        .invalidField, "message: filter.vendorID: "),
+    MalformedLine(
+        "accessory field sent twice", connect(#"{"kind":"usb","name":"a","name":"b"}"#), .invalidField,
+        "message: accessory.name: ", id: .number(1)),
+    MalformedLine(
+        "key sent twice deep in an unread member", #"{"type":"status","x":[{"a":{"b":1,"b":2}}],"id":3}"#,
+        .invalidField, "message: x.[0].a.b: ", id: .number(3)),
+
+    // Syntax JSONDecoder alone let through in a member it does not read.
+    MalformedLine(
+        "trailing comma in an unread array", #"{"type":"status","x":[1,]}"#, .malformedJSON, "message: line: "),
+    MalformedLine("leading zero in an unread number", #"{"type":"status","x":01}"#, .malformedJSON, "message: line: "),
+    MalformedLine(
+        "unknown escape in an unread string", #"{"type":"status","x":"\q"}"#, .malformedJSON, "message: line: "),
+
+    // Integer fields written with a fraction or an exponent.
+    MalformedLine(
+        "ack seq an exponent", #"{"type":"ack","seq":1e2,"id":3}"#, .invalidField, "ack: seq: ", id: .number(3)),
+    MalformedLine(
+        "hello version a zero fraction", #"{"type":"hello","versions":[1.0],"id":1}"#,
+        .invalidField, "hello: versions.[0]: ", id: .number(1)),
 
     // hello.
     MalformedLine(
@@ -311,4 +351,5 @@ func malformedClientLineIsRefusedWithItsCode(_ line: MalformedLine) {
     #expect(message("{\"type\":\"hello\"}") == "hello: versions: field 'versions' is missing")
     #expect(message("{\"type\":7}") == "message: type: expected a string")
     #expect(message("null") == "message: line: expected a JSON object")
+    #expect(message(#"{"type":"status","id":7,"x":{"k":1,"k":2}}"#) == "message: x.k: duplicate key 'k'")
 }

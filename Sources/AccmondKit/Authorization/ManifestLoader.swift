@@ -1,5 +1,6 @@
 import AccmonManifest
 import AccmonSys
+import Glibc
 import Synchronization
 
 /// Where the user and group names of a manifest are looked up: the system's account databases, or a test's.
@@ -52,8 +53,34 @@ final class ManifestLoader: Sendable {
         try startThread(name: "accmond-manifest") { [self] in loadLoop() }
     }
 
-    /// Loads on the calling thread: at start-up, before any client is served.
-    func loadNow() -> LoadedManifest { load(generation: requested.load(ordering: .relaxed)) }
+    /// Loads at start-up, before any client is served, and returns the result.
+    ///
+    /// The load runs on a thread of its own while the calling thread waits for it or for a SIGTERM or SIGINT to be
+    /// pending (accmond blocks them until the loop's signalfd takes them; this wait leaves them pending): a start-up
+    /// load that hangs (a drop-in on a file system that does not answer, a directory service that does not answer
+    /// the account lookups) never makes accmond unkillable. When a stop signal comes first, the result is a refused
+    /// manifest that says so, and start-up stops at its next step (``Daemon/run()``).
+    func loadNow() -> LoadedManifest {
+        let generation = requested.load(ordering: .relaxed)
+        // try?: without an eventfd, a signalfd or a thread, load here as before.
+        guard let load = try? StartUpLoad(), let stops = try? SignalDescriptor([SIGTERM, SIGINT]),
+            (try? startThread(name: "accmond-start", { [self] in load.finish(self.load(generation: generation)) }))
+                != nil
+        else { return self.load(generation: generation) }
+        defer { stops.descriptor.close() }
+        while true {
+            // try?: a failed poll is retried; the result or the signal is still there.
+            let ready = (try? waitForReadable([load.done.descriptor, stops.descriptor], timeoutMilliseconds: -1))?
+                .ready
+            if ready?[0] == true, let loaded = load.result { return loaded }
+            if ready?[1] == true {
+                let problem = ManifestProblem.unreadable(
+                    file: mainPath, reason: "start-up was stopped by a signal while the manifest was being read")
+                return LoadedManifest(
+                    manifest: .empty, files: [], accounts: AccountIDs(), problems: [problem], generation: generation)
+            }
+        }
+    }
 
     /// Asks for a load on the loader's thread; its result arrives through the mailbox. Requests made while a load
     /// runs are answered by the next one, which starts once that one is done. Returns the request's generation.
@@ -87,5 +114,23 @@ final class ManifestLoader: Sendable {
             : AccountIDs()
         return LoadedManifest(
             manifest: manifest, files: read.map(\.path), accounts: accounts, problems: problems, generation: generation)
+    }
+}
+
+/// The start-up load's result, handed from its thread: owned by both, so that the eventfd stays open for the thread
+/// even when the waiting thread has gone on without it.
+private final class StartUpLoad: Sendable {
+    let done: WakeupEvent
+    private let loaded = Mutex<LoadedManifest?>(nil)
+
+    init() throws(Errno) { done = try WakeupEvent() }
+
+    deinit { done.descriptor.close() }
+
+    var result: LoadedManifest? { loaded.withLock { $0 } }
+
+    func finish(_ manifest: LoadedManifest) {
+        loaded.withLock { $0 = manifest }
+        done.signal()
     }
 }

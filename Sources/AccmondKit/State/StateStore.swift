@@ -22,8 +22,14 @@ final class StateStore: Sendable {
     /// How many sequence numbers and connection ids are reserved by one write.
     static let reservation: UInt64 = 100_000
 
-    let path: String
+    /// The largest state file read at start; a larger one is refused, never half read nor taken whole into memory.
+    static let maximumFileSize = 256 << 20
+
+    let directory: StateDirectory
+    var path: String { directory.directory.pathOf(StateDirectory.stateFileName) }
     let logger: Logger
+    /// The state read at start, until ``load()`` takes it.
+    private let loaded: Mutex<PersistedState?>
     /// The newest state not yet written by the writer thread.
     private let pending = Mutex<PersistedState?>(nil)
     /// The size of the last file written, and the bytes written in all.
@@ -32,23 +38,39 @@ final class StateStore: Sendable {
     private let writing = Mutex(())
     private let wakeup: BlockingSignal
 
-    init(directory: String, logger: Logger) throws {
-        path = directory + "/state.json"
+    /// Opens and checks the state directory (``StateDirectory``), reads the state file, and starts the writer
+    /// thread.
+    ///
+    /// - Throws: when the directory cannot be trusted or written, or the state file cannot be read: not a regular
+    ///   file (a link, a FIFO...), larger than ``maximumFileSize``, or a read error. accmond then refuses to start
+    ///   rather than start numbering again. A file that reads but does not decode is moved aside (logged).
+    init(directory path: String, logger: Logger) throws {
         self.logger = logger
+        directory = try StateDirectory.open(path, logger: logger)
+        loaded = Mutex(try Self.read(from: directory.directory, logger: logger))
         wakeup = try BlockingSignal()
         try startThread(name: "accmond-state") { [self] in writeLoop() }
     }
 
-    /// Loads the state; a missing file is a fresh start, a corrupt one is moved aside with a log line.
+    /// The state read at start; `nil` for a fresh start (no file, or one moved aside as unreadable).
     func load() -> PersistedState? {
-        let bytes: [UInt8]
-        do {
-            guard let read = try AtomicFile.read(path) else { return nil }
-            bytes = read
-        } catch {
-            logger.error(.state, "state: \(error); starting fresh")
-            return nil
+        loaded.withLock { state in
+            defer { state = nil }
+            return state
         }
+    }
+
+    private static func read(from directory: DirectoryDescriptor, logger: Logger) throws -> PersistedState? {
+        let name = StateDirectory.stateFileName
+        let read: [UInt8]?
+        do throws(FileError) {
+            read = try AtomicFile.read(name, in: directory, limit: maximumFileSize)
+        } catch {
+            throw DaemonError(
+                description: "\(error) (accmond does not start without its state: move it aside to start fresh, "
+                    + "numbering from 1 again, or choose another --state-dir)")
+        }
+        guard let bytes = read else { return nil }
         do {
             let state = try JSONDecoder().decode(PersistedState.self, from: Data(bytes))
             guard state.version == 1 else {
@@ -56,9 +78,12 @@ final class StateStore: Sendable {
             }
             return state
         } catch {
-            let aside = (try? AtomicFile.moveAside(path)) ?? "(could not move it aside)"  // try?: the message says so
+            // try?: the message says so.
+            let aside = (try? AtomicFile.moveAside(name, in: directory)) ?? "(could not move it aside)"
             logger.error(
-                .state, "state: '\(path)': unreadable (\(Self.reason(error))); moved to '\(aside)', starting fresh")
+                .state,
+                "state: '\(directory.pathOf(name))': unreadable (\(Self.reason(error))); moved to '\(aside)', "
+                    + "starting fresh")
             return nil
         }
     }
@@ -104,7 +129,7 @@ final class StateStore: Sendable {
     private func write(_ state: PersistedState) {
         do {
             let bytes = try state.json()
-            try AtomicFile.write(bytes, to: path)
+            try AtomicFile.write(bytes, to: StateDirectory.stateFileName, in: directory.directory)
             written.withLock { $0 = (bytes.count, $0.total + bytes.count) }
         } catch {
             logger.error(.state, "state: cannot save: \(error)")

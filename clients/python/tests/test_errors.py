@@ -113,7 +113,7 @@ def test_permission_denied_for_another_user_by_the_socket_and_by_the_daemon(
     answered = json.loads(as_nobody(short_dir, "-c", NOBODY_SCRIPT, accmond.socket).stdout)
     assert answered["list"] == ["ok", 0]  # connected, and sees nothing
     assert answered["list_all"][:2] == ["PermissionDenied", "permission-denied"]
-    assert "list: all: nobody (uid 65534): only root and the manifest's admins may do this" in answered["list_all"][2]
+    assert "list: all: uid 65534: only root and the manifest's admins may do this" in answered["list_all"][2]
     assert answered["simulate"][:2] == ["PermissionDenied", "permission-denied"]
     cli = as_nobody(short_dir, "-m", "accmon", "--socket", accmond.socket, "list", "--all")
     assert cli.returncode == 77 and "only root and the manifest's admins" in cli.stderr

@@ -1,0 +1,173 @@
+import AccmonMQTT
+import AccmonProtocol
+
+/// What publishes to the broker: ``MQTTClient``, or a fake in tests.
+protocol MessagePublisher: AnyObject {
+    /// Publishes with QoS 1; returns the message id its PUBACK will carry.
+    func publish(topic: String, payload: [UInt8], retained: Bool) throws(MQTTError) -> Int32
+}
+
+extension MQTTClient: MessagePublisher {}
+
+/// An event from accmond with its line as accmond wrote it (the events topic's payload).
+struct RelayedEvent: Sendable, Hashable {
+    var event: AccessoryEvent
+    var line: [UInt8]
+}
+
+/// Something to log about the relay's publications.
+enum RelayNote: Sendable, Hashable {
+    /// A publication could not be sent at all (the topic or payload is not one MQTT carries); it is skipped.
+    case skipped(topic: String, MQTTError)
+    /// The broker refused a publication (PUBACK with an error reason code, such as not authorized).
+    case refused(MQTTError)
+}
+
+/// The bridge's view of accmond's truth and the publications that carry it to the broker. Pure: no I/O (the
+/// publisher is passed in).
+///
+/// - While the broker is ready, each event is published at once: its retained topic (the accessory object on
+///   connect, a deletion on disconnect) and its event line.
+/// - Otherwise events wait in order. When the broker is synchronized (its retained topics of this host were read
+///   back), the relay publishes what makes them equal to ``view``, which already holds every waiting event, then the
+///   waiting events' lines.
+/// - An event is acknowledged to accmond (``takeAcknowledgement()``) once the broker acknowledged its publications
+///   and those of everything before it (``PublicationLedger``).
+struct EventRelay {
+    let topics: FleetTopics
+    let host: String
+    /// accmond's truth as the bridge knows it: every accessory connected, by connection.
+    private(set) var view: [ConnectionID: Accessory] = [:]
+    /// Events received while the broker was not ready, to publish in order once it is.
+    private var waiting: [RelayedEvent] = []
+    private var ledger = PublicationLedger<RelayedEvent>()
+    /// The highest sequence number acknowledged in the current accmond session.
+    private var acknowledged: UInt64 = 0
+    /// Whether a publication failed because the connection did (its loss is reported next): publish nothing more on
+    /// it, so that nothing after the failed event can be acknowledged before it.
+    private var connectionFailed = false
+
+    init(topics: FleetTopics, host: String) {
+        self.topics = topics
+        self.host = host
+    }
+
+    /// Events received and not yet released: the bridge reads no more from accmond above a bound of this.
+    var backlog: Int { waiting.count + ledger.count }
+
+    /// Starts a new accmond session whose truth is `accessories` (a snapshot, or a restore's known accessories; its
+    /// replay follows as events). What was waiting or in flight belongs to the previous session: accmond replays what
+    /// was not acknowledged, and the caller reconciles the broker with the new view.
+    mutating func beginSession(_ accessories: [Accessory]) {
+        view = Dictionary(accessories.map { ($0.connectionID, $0) }) { first, _ in first }
+        waiting = []
+        _ = ledger.removeAll()
+        acknowledged = 0
+    }
+
+    /// Takes in an event: applies it to ``view``, and publishes it now when `publisher` (the broker is ready) is given.
+    mutating func receive(_ relayed: RelayedEvent, publisher: (any MessagePublisher)?) -> [RelayNote] {
+        let accessory = relayed.event.accessory
+        switch relayed.event.change {
+        case .connect: view[accessory.connectionID] = accessory
+        case .disconnect: view[accessory.connectionID] = nil
+        }
+        guard let publisher, !connectionFailed else {
+            waiting.append(relayed)
+            return []
+        }
+        return publish(relayed, retainedToo: true, publisher)
+    }
+
+    /// The connection to the broker was lost: what was in flight waits again, to be published after the next
+    /// synchronization (an event line may so reach the events topic twice).
+    mutating func brokerLost() {
+        waiting = ledger.removeAll() + waiting
+        connectionFailed = false
+    }
+
+    /// The broker's retained accessory topics of this host were read back (`retained`, topic to payload): publishes
+    /// what makes them equal to ``view``, then the lines of the waiting events. Returns the notes and the number of
+    /// retained topics corrected.
+    mutating func synchronized(
+        retained: [String: [UInt8]], publisher: any MessagePublisher
+    ) -> (
+        notes: [RelayNote], corrected: Int
+    ) {
+        let desired = Dictionary(view.values.map { (topic(of: $0), Self.payload(of: $0)) }) { first, _ in first }
+        let publications = RetainedReconciliation.publications(desired: desired, retained: retained)
+        connectionFailed = false
+        var notes: [RelayNote] = []
+        var messages: [Int32] = []
+        for publication in publications where !connectionFailed {
+            send(publication.topic, publication.payload, retained: true, publisher, into: &messages, notes: &notes)
+        }
+        ledger.record(sequence: nil, messages: messages, keeping: nil, incomplete: connectionFailed)
+        let events = waiting
+        waiting = []
+        for relayed in events {
+            if connectionFailed {
+                waiting.append(relayed)
+            } else {
+                notes += publish(relayed, retainedToo: false, publisher)
+            }
+        }
+        return (notes, publications.count)
+    }
+
+    /// A PUBACK arrived for message `id`; `error` when the broker refused the publication.
+    mutating func confirmed(_ id: Int32, error: MQTTError?) -> RelayNote? {
+        guard ledger.confirm(id) else { return nil }
+        return error.map { .refused($0) }
+    }
+
+    /// The sequence number to acknowledge to accmond now, if it grew.
+    mutating func takeAcknowledgement() -> UInt64? {
+        guard let released = ledger.releaseDone(), released > acknowledged else { return nil }
+        acknowledged = released
+        return released
+    }
+
+    /// The retained topic of a connection.
+    func topic(of accessory: Accessory) -> String {
+        topics.accessory(host: host, accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue)
+    }
+
+    /// The retained payload of a connected accessory: the protocol's accessory object, as accmond writes it.
+    static func payload(of accessory: Accessory) -> [UInt8] {
+        JSONOutput.bytes(startingOnTheStack: 1024) { EventLineWriter.accessory(accessory, into: &$0) }
+    }
+
+    private mutating func publish(
+        _ relayed: RelayedEvent, retainedToo: Bool, _ publisher: any MessagePublisher
+    ) -> [RelayNote] {
+        var notes: [RelayNote] = []
+        var messages: [Int32] = []
+        if retainedToo {
+            let accessory = relayed.event.accessory
+            let payload = relayed.event.change == .connect ? Self.payload(of: accessory) : []
+            send(topic(of: accessory), payload, retained: true, publisher, into: &messages, notes: &notes)
+        }
+        if !connectionFailed {
+            send(topics.events(host: host), relayed.line, retained: false, publisher, into: &messages, notes: &notes)
+        }
+        ledger.record(
+            sequence: relayed.event.sequence, messages: messages, keeping: relayed, incomplete: connectionFailed)
+        return notes
+    }
+
+    /// Publishes one message, adding its id to `messages`; a message MQTT cannot carry is skipped with a note, and a
+    /// failed connection marks the relay until the next synchronization.
+    private mutating func send(
+        _ topic: String, _ payload: [UInt8], retained: Bool, _ publisher: any MessagePublisher,
+        into messages: inout [Int32], notes: inout [RelayNote]
+    ) {
+        do {
+            messages.append(try publisher.publish(topic: topic, payload: payload, retained: retained))
+        } catch  where error.code == .invalidMessage {
+            notes.append(.skipped(topic: topic, error))
+        } catch {
+            connectionFailed = true
+        }
+    }
+}

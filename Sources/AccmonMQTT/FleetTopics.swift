@@ -1,0 +1,154 @@
+/// The topics a fleet publishes under one prefix (docs/MQTT.md):
+///
+/// - `<prefix>/<host>/status`: retained, the host's ``HostStatus``;
+/// - `<prefix>/<host>/accessories/<accessoryID>/<connectionID>`: retained, the accessory object while connected;
+/// - `<prefix>/<host>/events`: each event line, not retained;
+/// - `<prefix>/<host>/sync`: the bridge's own end-of-retained marker;
+/// - `<prefix>/$readers/<clientID>`: a reader's end-of-retained marker.
+///
+/// Host names and accessory ids become topic levels through ``encodeLevel(_:)``. Pure: no I/O.
+public struct FleetTopics: Sendable, Hashable {
+    /// The prefix, one or more levels, such as `accmon` or `site-a/accmon`.
+    public let prefix: String
+
+    public init(prefix: String) { self.prefix = prefix }
+
+    /// The default prefix.
+    public static let defaultPrefix = "accmon"
+
+    /// Why `prefix` cannot be a topic prefix, or `nil` when it can.
+    public static func problem(withPrefix prefix: String) -> String? {
+        if prefix.isEmpty { return "the prefix is empty" }
+        if prefix.hasPrefix("$") { return "a prefix starting with '$' names the broker's own topics" }
+        if prefix.contains(where: { $0 == "+" || $0 == "#" }) { return "a prefix cannot hold the wildcards + or #" }
+        if prefix.split(separator: "/", omittingEmptySubsequences: false).contains(where: \.isEmpty) {
+            return "a prefix cannot start or end with '/' or hold an empty level ('//')"
+        }
+        if prefix.unicodeScalars.contains(where: Self.isControlOrNoncharacter) {
+            return "a prefix cannot hold control characters or non-characters"
+        }
+        return nil
+    }
+
+    public func status(host: String) -> String { "\(prefix)/\(Self.encodeLevel(host))/status" }
+    public func events(host: String) -> String { "\(prefix)/\(Self.encodeLevel(host))/events" }
+    public func sync(host: String) -> String { "\(prefix)/\(Self.encodeLevel(host))/sync" }
+
+    /// The retained topic of one connection of an accessory.
+    public func accessory(host: String, accessoryID: String, connectionID: UInt64) -> String {
+        "\(prefix)/\(Self.encodeLevel(host))/accessories/\(Self.encodeLevel(accessoryID))/\(connectionID)"
+    }
+
+    /// The filter of a host's accessory topics.
+    public func accessories(host: String) -> String { accessories(hostLevel: Self.encodeLevel(host)) }
+
+    /// The filter of a host's accessory topics, from its topic level as it appears in topics.
+    public func accessories(hostLevel: String) -> String { "\(prefix)/\(hostLevel)/accessories/+/+" }
+
+    /// The filter of every host's status.
+    public var statuses: String { "\(prefix)/+/status" }
+
+    /// A reader's end-of-retained marker topic.
+    public func readerSync(clientID: String) -> String { "\(prefix)/$readers/\(Self.encodeLevel(clientID))" }
+
+    /// What a topic of this fleet is.
+    public enum Topic: Sendable, Hashable {
+        /// `<prefix>/<host>/status`, with the host's level as it appears in the topic.
+        case status(hostLevel: String)
+        /// `<prefix>/<host>/accessories/<accessoryID>/<connectionID>`.
+        case accessory(hostLevel: String, accessoryID: String, connectionID: UInt64)
+    }
+
+    /// What `topic` is, or `nil` for a topic that is neither a status nor an accessory of this fleet.
+    public func parse(_ topic: String) -> Topic? {
+        let head = prefix.utf8.count
+        guard topic.utf8.starts(with: prefix.utf8), topic.utf8.dropFirst(head).first == UInt8(ascii: "/") else {
+            return nil
+        }
+        let levels = topic.utf8.dropFirst(head + 1).split(
+            separator: UInt8(ascii: "/"), omittingEmptySubsequences: false
+        )
+        .map { String(decoding: $0, as: UTF8.self) }
+        guard let host = levels.first, !host.isEmpty else { return nil }
+        if levels.count == 2, levels[1] == "status" { return .status(hostLevel: host) }
+        if levels.count == 4, levels[1] == "accessories", let connection = UInt64(levels[3]) {
+            return .accessory(hostLevel: host, accessoryID: Self.decodeLevel(levels[2]), connectionID: connection)
+        }
+        return nil
+    }
+
+    // MARK: Percent-encoding of topic levels
+
+    /// `text` as one topic level: the UTF-8 bytes of `/`, `+`, `#`, `%`, `$`, control characters (U+0000–U+001F,
+    /// U+007F–U+009F) and non-characters written as `%XX`, everything else as it is. The result holds no level
+    /// separator or wildcard, never starts with `$`, and is valid UTF-8 that MQTT accepts; ``decodeLevel(_:)``
+    /// gives `text` back.
+    public static func encodeLevel(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: mustBeEncoded) else { return text }
+        var encoded = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            guard mustBeEncoded(scalar) else {
+                encoded.append(scalar)
+                continue
+            }
+            for byte in String(scalar).utf8 {
+                encoded.append("%")
+                encoded.append(hexDigit(byte >> 4))
+                encoded.append(hexDigit(byte & 0xF))
+            }
+        }
+        return String(encoded)
+    }
+
+    /// The text of an encoded level: each `%XX` (either case) is a byte; a `%` not followed by two hex digits stays
+    /// as it is, and bytes that do not form UTF-8 are replaced (U+FFFD).
+    public static func decodeLevel(_ level: String) -> String {
+        guard level.utf8.contains(UInt8(ascii: "%")) else { return level }
+        let bytes = Array(level.utf8)
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hexValue(bytes[index + 1]),
+                let low = hexValue(bytes[index + 2])
+            {
+                decoded.append(high << 4 | low)
+                index += 3
+            } else {
+                decoded.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: decoded, as: UTF8.self)
+    }
+
+    /// Whether a scalar is written as `%XX` in a topic level.
+    static func mustBeEncoded(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x2F, 0x2B, 0x23, 0x25, 0x24: true  // / + # % $
+        default: isControlOrNoncharacter(scalar)
+        }
+    }
+
+    /// Control characters (U+0000–U+001F, U+007F–U+009F) and non-characters, which MQTT topics should not hold.
+    static func isControlOrNoncharacter(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F, 0xFDD0...0xFDEF: true
+        case _ where scalar.value & 0xFFFE == 0xFFFE: true  // U+xFFFE and U+xFFFF in every plane
+        default: false
+        }
+    }
+
+    private static func hexDigit(_ value: UInt8) -> Unicode.Scalar {
+        Unicode.Scalar(value < 10 ? 0x30 + value : 0x41 + value - 10)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import FoundationEssentials
+
+/// What `<prefix>/<host>/status` holds (retained): whether the host's bridge is online, and which run of which
+/// machine said so.
+///
+/// The bridge publishes `online` when it connects, and `offline` with `reason` `stopped` when it stops; the broker
+/// publishes the bridge's will, `offline` with `reason` `connection-lost`, when the bridge's connection dies without a
+/// goodbye. The machine id tells apart two machines that publish under the same host name; the run id tells a late
+/// will of an earlier run from the word of the run that is live.
+public struct HostStatus: Codable, Sendable, Hashable {
+    public enum State: String, Codable, Sendable, Hashable {
+        case online, offline
+    }
+
+    public var state: State
+    /// The host name the bridge publishes under.
+    public var host: String
+    /// The machine's id (`/etc/machine-id`).
+    public var machineID: String
+    /// A random id of the bridge's run (process), new at every start.
+    public var runID: String
+    /// When the run started, in seconds since the epoch.
+    public var since: Double
+    /// The bridge's version.
+    public var bridge: String
+    /// For `offline`: `stopped` (a clean stop) or `connection-lost` (the will).
+    public var reason: String?
+
+    public init(
+        state: State, host: String, machineID: String, runID: String, since: Double, bridge: String,
+        reason: String? = nil
+    ) {
+        self.state = state
+        self.host = host
+        self.machineID = machineID
+        self.runID = runID
+        self.since = since
+        self.bridge = bridge
+        self.reason = reason
+    }
+
+    /// The same run's status in another state.
+    public func with(_ state: State, reason: String? = nil) -> HostStatus {
+        var copy = self
+        copy.state = state
+        copy.reason = reason
+        return copy
+    }
+
+    /// The retained payload: compact JSON with sorted keys.
+    public var payload: [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        do {
+            return Array(try encoder.encode(self))
+        } catch {
+            preconditionFailure("HostStatus encoding failed: \(error)")  // strings and a number: cannot fail
+        }
+    }
+
+    /// The status in `payload`, or `nil` when it is not one (someone else wrote the topic).
+    public static func decode(_ payload: [UInt8]) -> HostStatus? {
+        try? JSONDecoder().decode(HostStatus.self, from: Data(payload))  // try?: not a status is nil, by contract
+    }
+}

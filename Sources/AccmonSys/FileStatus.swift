@@ -1,0 +1,84 @@
+import Glibc
+
+/// What `fstat(2)` says of an open file: its type, permission bits, owner and size.
+public struct FileStatus: Sendable, Hashable {
+    /// The type of a file (`st_mode & S_IFMT`).
+    public enum Kind: Sendable, Hashable, CustomStringConvertible {
+        case regular, directory, fifo, characterDevice, blockDevice, socket, symbolicLink, unknown
+
+        init(mode: mode_t) {
+            switch mode & S_IFMT {
+            case S_IFREG: self = .regular
+            case S_IFDIR: self = .directory
+            case S_IFIFO: self = .fifo
+            case S_IFCHR: self = .characterDevice
+            case S_IFBLK: self = .blockDevice
+            case S_IFSOCK: self = .socket
+            case S_IFLNK: self = .symbolicLink
+            default: self = .unknown
+            }
+        }
+
+        /// The type with its article, for messages: "a FIFO", "a directory".
+        public var description: String {
+            switch self {
+            case .regular: "a regular file"
+            case .directory: "a directory"
+            case .fifo: "a FIFO"
+            case .characterDevice: "a character device"
+            case .blockDevice: "a block device"
+            case .socket: "a socket"
+            case .symbolicLink: "a symbolic link"
+            case .unknown: "a file of unknown type"
+            }
+        }
+    }
+
+    public var kind: Kind
+    /// The permission bits, set-id and sticky bits included (`st_mode & 07777`).
+    public var permissions: mode_t
+    /// The owner's uid.
+    public var owner: uid_t
+    /// The size in bytes.
+    public var size: Int
+
+    /// Whether the group or others may write (`S_IWGRP`, `S_IWOTH`).
+    public var isWritableByGroupOrOthers: Bool { permissions & (S_IWGRP | S_IWOTH) != 0 }
+
+    /// The permission bits as `ls -l`'s octal: "0755".
+    public var octalPermissions: String {
+        let digits = String(permissions, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    }
+}
+
+extension FileDescriptor {
+    /// The open file's status (`fstat(2)`).
+    public func status() throws(Errno) -> FileStatus {
+        var info = stat()
+        _ = try valueOrErrno { fstat(rawValue, &info) }
+        return FileStatus(
+            kind: FileStatus.Kind(mode: info.st_mode), permissions: info.st_mode & 0o7777, owner: info.st_uid,
+            size: Int(info.st_size))
+    }
+
+    /// Flushes the file's data and metadata to disk (`fsync(2)`).
+    public func synchronize() throws(Errno) {
+        _ = try valueOrErrno { fsync(rawValue) }
+    }
+
+    /// Reads to the end of the file, at most `limit` bytes; `nil` when there are more. For regular files: on a
+    /// non-blocking descriptor of another kind it stops at the first `EAGAIN` (thrown).
+    public func readToEnd(limit: Int) throws(Errno) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = try valueOrErrno {
+                chunk.withUnsafeMutableBytes { Glibc.read(rawValue, $0.baseAddress, $0.count) }
+            }
+            if count == 0 { return bytes }
+            bytes += chunk[..<count]
+            if bytes.count > limit { return nil }
+        }
+    }
+}

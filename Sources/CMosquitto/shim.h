@@ -1,0 +1,3 @@
+// libmosquitto (MQTT 3.1.1 and 5 client), for AccmonMQTT only.
+#include <mosquitto.h>
+#include <mqtt_protocol.h>

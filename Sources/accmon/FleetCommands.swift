@@ -1,0 +1,224 @@
+import AccmonClient
+import AccmonMQTT
+import AccmonOptions
+import Glibc
+
+/// The options of the fleet view (`watch` and `list` with `--broker`): the broker, how to log in, and `--host`.
+struct FleetOptions {
+    var url: String?
+    var hostPattern: String?
+    var prefix = FleetTopics.defaultPrefix
+    var caFile: String?
+    var certificateFile: String?
+    var keyFile: String?
+    var username: String?
+    var passwordFile: String?
+
+    /// Consumes `option` if it is a fleet option; returns whether it was.
+    mutating func parse(_ option: String, _ arguments: inout OptionCursor) throws(UsageError) -> Bool {
+        switch option {
+        case "--broker": url = try arguments.value(for: option)
+        case "--host": hostPattern = try arguments.value(for: option)
+        case "--prefix": prefix = try arguments.value(for: option)
+        case "--ca": caFile = try arguments.value(for: option)
+        case "--certificate": certificateFile = try arguments.value(for: option)
+        case "--key": keyFile = try arguments.value(for: option)
+        case "--username": username = try arguments.value(for: option)
+        case "--password-file": passwordFile = try arguments.value(for: option)
+        case "--password":
+            throw UsageError("--password: a password on the command line is visible to every user; use --password-file")
+        default: return false
+        }
+        return true
+    }
+
+    /// Checks the combination once every option is read; returns whether the fleet view is asked for.
+    func validate(restoreID: String?, all: Bool) throws(UsageError) -> Bool {
+        guard let url else {
+            let given = [hostPattern, caFile, certificateFile, keyFile, username, passwordFile].contains { $0 != nil }
+            if given || prefix != FleetTopics.defaultPrefix {
+                throw UsageError("--host, --prefix and the broker's login options need --broker URL")
+            }
+            return false
+        }
+        if case .failure(let problem) = BrokerAddress.parse(url) { throw UsageError("--broker: \(problem.reason)") }
+        if let problem = FleetTopics.problem(withPrefix: prefix) { throw UsageError("--prefix: \(problem)") }
+        if restoreID != nil { throw UsageError("--restore-id does not go with --broker") }
+        if all { throw UsageError("--all does not go with --broker (the fleet shows what each bridge may see)") }
+        if (certificateFile == nil) != (keyFile == nil) { throw UsageError("--certificate and --key go together") }
+        if passwordFile != nil, username == nil { throw UsageError("--password-file needs --username") }
+        return true
+    }
+
+    /// The broker settings, with the password read from its file.
+    func settings() throws(AccmonError) -> BrokerSettings {
+        guard let url, case .success(let address) = BrokerAddress.parse(url) else {
+            preconditionFailure("validate(restoreID:all:) checked --broker")
+        }
+        var settings = BrokerSettings(
+            address: address, caFile: caFile, certificateFile: certificateFile, keyFile: keyFile, username: username)
+        if let passwordFile {
+            do {
+                settings.password = try PasswordFile.read(passwordFile)
+            } catch {
+                throw AccmonError(.permissionDenied, "accmon: --password-file: '\(passwordFile)': \(error.reason)")
+            }
+        }
+        return settings
+    }
+
+    var topics: FleetTopics { FleetTopics(prefix: prefix) }
+
+    /// Whether a host is shown: `--host GLOB` (fnmatch) matches its name.
+    func shows(_ host: FleetHost) -> Bool {
+        hostPattern.map { fnmatch($0, host.name, 0) == 0 } ?? true
+    }
+
+    static let help = """
+          --broker URL       show every host's accessories from the MQTT broker's retained topics (mqtt://HOST[:PORT]
+                             or mqtts://HOST[:PORT]), with a HOST column; offline hosts are shown as such
+          --host GLOB        with --broker: only hosts whose name matches (shell wildcards)
+          --prefix PREFIX    with --broker: the topic prefix (default \(FleetTopics.defaultPrefix))
+          --ca FILE          with mqtts://: the CA certificates to trust (default: the system's)
+          --certificate FILE, --key FILE
+                             with mqtts://: a client certificate and its key
+          --username NAME, --password-file FILE
+                             the broker's login; the file must not be readable by every user
+        """
+}
+
+/// The error for the fleet view's broker failures: unreachable (69), refused credentials or access (77).
+func fleetError(_ error: MQTTError) -> AccmonError {
+    switch error.code {
+    case .unreachable: AccmonError(.daemonUnavailable, "accmon: \(error.message)")
+    case .credentials, .notAuthorized, .tls: AccmonError(.permissionDenied, "accmon: \(error.message)")
+    default: AccmonError(.invalidResponse, "accmon: \(error.message)")
+    }
+}
+
+/// The fleet's hosts as `--json` shows them, filtered.
+struct FleetHostOutput: Encodable {
+    var host: String
+    var state: String
+    var status: HostStatus?
+    var accessories: [Accessory]
+}
+
+extension FleetOptions {
+    func output(_ state: FleetState, _ filter: AccessoryFilter) -> [FleetHostOutput] {
+        state.sortedHosts.filter(shows).map { host in
+            FleetHostOutput(
+                host: host.name, state: host.stateName, status: host.status,
+                accessories: host.sortedAccessories.filter(filter.matches))
+        }
+    }
+
+    /// `accmon list --broker`.
+    func list(filter: AccessoryFilter, json: Bool) async throws(AccmonError) {
+        let settings = try settings()
+        let state: FleetState
+        do {
+            state = try await FleetReader.state(settings: settings, topics: topics)
+        } catch {
+            throw fleetError(error)
+        }
+        let hosts = output(state, filter)
+        if json {
+            struct Output: Encodable {
+                var version = jsonOutputVersion
+                var hosts: [FleetHostOutput]
+            }
+            writeOut(jsonLine(Output(hosts: hosts)))
+            return
+        }
+        var rows: [[String]] = []
+        for host in hosts {
+            if host.accessories.isEmpty { rows.append([host.host, host.state, "-", "-", "-", "-", "-", "-"]) }
+            for accessory in host.accessories {
+                rows.append([
+                    host.host, host.state, accessory.connectionID.description, accessory.kind.rawValue, accessory.usbID,
+                    quotedIfNeeded(accessory.name), quotedIfNeeded(accessory.serialNumber),
+                    accessory.deviceNodes.joined(separator: ","),
+                ])
+            }
+        }
+        writeOut(table(["HOST", "STATE", "CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"], rows))
+    }
+
+    /// `accmon watch --broker`: the state, then one line per change, until Ctrl-C.
+    func watch(filter: AccessoryFilter, json: Bool) async throws(AccmonError) {
+        let style = Style.standardOutput
+        let shown = self
+        let settings = try settings()
+        do {
+            try await FleetReader.watch(settings: settings, topics: topics) { update in
+                switch update {
+                case .state(let state):
+                    if json {
+                        struct Line: Encodable {
+                            var type = "fleet"
+                            var hosts: [FleetHostOutput]
+                        }
+                        writeOut(jsonLine(Line(hosts: shown.output(state, filter))))
+                    } else {
+                        for host in shown.output(state, filter) {
+                            writeOut(statusLine(host.host, host.status, style: style))
+                            for accessory in host.accessories {
+                                writeOut(humanLine("present", accessory, host: host.host, style: style))
+                            }
+                        }
+                    }
+                case .changes(let changes):
+                    writeOut(shown.lines(changes, filter, json: json, style: style))
+                case .connection(let message):
+                    writeError(message + "\n")
+                }
+            }
+        } catch {
+            throw fleetError(error)
+        }
+    }
+
+    func lines(_ changes: [FleetChange], _ filter: AccessoryFilter, json: Bool, style: Style) -> String {
+        struct AccessoryLine: Encodable {
+            var type: String
+            var host: String
+            var accessory: Accessory
+        }
+        struct StatusLine: Encodable {
+            var type = "status"
+            var host: String
+            var status: HostStatus?
+        }
+        var text = ""
+        for change in changes {
+            switch change {
+            case .connected(let host, let accessory), .disconnected(let host, let accessory):
+                guard hostPattern.map({ fnmatch($0, host, 0) == 0 }) ?? true, filter.matches(accessory) else {
+                    continue
+                }
+                let type: String
+                if case .connected = change { type = "connect" } else { type = "disconnect" }
+                text +=
+                    json
+                    ? jsonLine(AccessoryLine(type: type, host: host, accessory: accessory))
+                    : humanLine(type, accessory, host: host, style: style)
+            case .status(let host, let status):
+                guard hostPattern.map({ fnmatch($0, host, 0) == 0 }) ?? true else { continue }
+                text += json ? jsonLine(StatusLine(host: host, status: status)) : statusLine(host, status, style: style)
+            }
+        }
+        return text
+    }
+}
+
+/// A host's status as one human line: time, host, online or offline, and since when.
+func statusLine(_ host: String, _ status: HostStatus?, style: Style) -> String {
+    let state = status?.state.rawValue ?? "unknown"
+    let painted = style.paint(state.padding(10), state == "online" ? "32" : "31")
+    let detail =
+        status.map {
+            "machine=\($0.machineID.prefix(8)) run=\($0.runID.prefix(8))\($0.reason.map { " (\($0))" } ?? "")"
+        } ?? ""
+    return [timestamp(), quotedIfNeeded(host), painted, detail].joined(separator: "  ") + "\n"
+}

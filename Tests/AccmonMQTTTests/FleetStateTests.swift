@@ -1,0 +1,112 @@
+import AccmonMQTT
+import AccmonProtocol
+import AccmonTestSupport
+import Foundation
+import Testing
+
+private let topics = FleetTopics(prefix: "accmon")
+
+private func payload(_ accessory: Accessory) -> [UInt8] {
+    // An event line, not an accessory object.
+    Array(ProtocolCodec().encode(.event(AccessoryEvent(.connect, sequence: 1, accessory: accessory))))
+}
+
+private func objectPayload(_ accessory: Accessory) -> [UInt8] {
+    // The accessory object as the bridge publishes it: the event line's "accessory" member.
+    let line = String(
+        decoding: ProtocolCodec().encode(.event(AccessoryEvent(.connect, sequence: 1, accessory: accessory))),
+        as: UTF8.self)
+    let start = line.index(line.startIndex, offsetBy: #"{"accessory":"#.count)
+    let end = line.range(of: #","seq":"#)!.lowerBound
+    return Array(line[start..<end].utf8)
+}
+
+private func status(_ host: String, _ state: HostStatus.State) -> HostStatus {
+    HostStatus(state: state, host: host, machineID: "m", runID: "r", since: 1, bridge: "0.1.0")
+}
+
+@Test func messagesBuildHostsWithStatusAndAccessories() {
+    var state = FleetState(topics: topics)
+    var changes: [FleetChange]
+    let stick = Accessory(kind: .usb, connectionID: ConnectionID(7), name: "stick", vendorID: "1209", productID: "0001")
+    let topic = topics.accessory(host: "lab/1", accessoryID: stick.accessoryID, connectionID: 7)
+    changes = state.apply(topic: topic, payload: objectPayload(stick))
+    #expect(changes == [.connected(host: "lab/1", stick)])
+    changes = state.apply(topic: topic, payload: objectPayload(stick))
+    #expect(changes == [], "the same payload again changes nothing")
+    #expect(state.hosts["lab%2F1"]?.stateName == "unknown")
+    let online = status("lab/1", .online)
+    changes = state.apply(topic: topics.status(host: "lab/1"), payload: online.payload)
+    #expect(changes == [.status(host: "lab/1", online)])
+    #expect(state.sortedHosts.map(\.name) == ["lab/1"])
+    #expect(state.hosts["lab%2F1"]?.sortedAccessories == [stick])
+    changes = state.apply(topic: topic, payload: [])
+    #expect(changes == [.disconnected(host: "lab/1", stick)])
+    changes = state.apply(topic: topic, payload: [])
+    #expect(changes == [])
+    changes = state.apply(topic: topics.status(host: "lab/1"), payload: [])
+    #expect(changes == [.status(host: "lab/1", nil)])
+    #expect(state.unreadable == 0)
+    changes = state.apply(topic: topic, payload: payload(stick))
+    #expect(changes == [], "an event line is not an accessory object")
+    changes = state.apply(topic: topics.status(host: "lab/1"), payload: Array("up".utf8))
+    #expect(changes == [])
+    #expect(state.unreadable == 2)
+    changes = state.apply(topic: "accmon/lab-1/events", payload: payload(stick))
+    #expect(changes == [])
+}
+
+/// What a watcher shows: each host's status and accessories.
+private struct WatcherView: Equatable {
+    var statuses: [String: HostStatus] = [:]
+    var accessories: [String: Set<Accessory>] = [:]
+
+    init(_ state: FleetState) {
+        for host in state.hosts.values {
+            if let status = host.status { statuses[host.name] = status }
+            if !host.accessories.isEmpty { accessories[host.name] = Set(host.accessories.values) }
+        }
+    }
+
+    mutating func apply(_ changes: [FleetChange]) {
+        for change in changes {
+            switch change {
+            case .connected(let host, let accessory): accessories[host, default: []].insert(accessory)
+            case .disconnected(let host, let accessory):
+                accessories[host]?.remove(accessory)
+                if accessories[host]?.isEmpty == true { accessories[host] = nil }
+            case .status(let host, let status): statuses[host] = status
+            }
+        }
+    }
+}
+
+@Test func changesBetweenTwoStatesTakeAWatcherFromOneToTheOther() {
+    var random = SplitMix64(seed: SplitMix64.testSeed())
+    let hosts = ["a", "b/c", "d"]
+    let accessories = (0..<6).map {
+        Accessory(kind: .usb, connectionID: ConnectionID(UInt64($0)), name: "n\($0)", serialNumber: "S\($0 % 3)")
+    }
+    func randomState() -> FleetState {
+        var state = FleetState(topics: topics)
+        for _ in 0..<random.next(below: 20) {
+            let host = hosts.randomElement(using: &random)!
+            if random.next(below: 4) == 0 {
+                let value = [nil, status(host, .online), status(host, .offline)].randomElement(using: &random)!
+                _ = state.apply(topic: topics.status(host: host), payload: value?.payload ?? [])
+            } else {
+                let accessory = accessories.randomElement(using: &random)!
+                let topic = topics.accessory(
+                    host: host, accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue)
+                _ = state.apply(topic: topic, payload: Bool.random(using: &random) ? objectPayload(accessory) : [])
+            }
+        }
+        return state
+    }
+    for _ in 0..<500 {
+        let (old, new) = (randomState(), randomState())
+        var view = WatcherView(old)
+        view.apply(old.changes(to: new))
+        #expect(view == WatcherView(new))
+    }
+}

@@ -1,0 +1,372 @@
+#!/usr/bin/python3
+"""The MQTT bridge: plug-to-subscriber latency, sustained throughput and memory through a broker outage.
+
+Each repeat starts a fresh mosquitto on a free port, `accmond --simulate --no-udev` and `accmon-mqtt` (release
+builds) publishing it as host `bench`. The driver plugs and unplugs simulated accessories over accmond's socket
+(`simulate` requests, as root); every receiver's output goes through tools/stamp, which times each line as it is read.
+
+- latency: N events, one every 2 ms. For each, the time from sending the `simulate` request until
+  (a) `mosquitto_sub` on the accessory's retained topic has the message (through accmond, the bridge and mosquitto),
+  (b) `accmon watch --json` has the event (accmond's own hop).
+  Floor: N messages written one every 2 ms to `mosquitto_pub -l -q 1` and read by `mosquitto_sub` on the same broker.
+- sustained: K `simulate` requests back to back (connects, then disconnects); figures: events/s as the events topic's
+  subscriber reads them, messages lost (K minus the event lines read), the bridge's and accmond's CPU per event.
+  Floor: K lines through `mosquitto_pub -l -q 1` to `mosquitto_sub`.
+- outage (once, --outage-seconds, 600 by default): mosquitto killed (SIGKILL); 50 accessories toggled at random,
+  --outage-rate events/s, the whole time; the bridge's VmRSS every 10 s (flat: growth after the first sample at most
+  5 %); then mosquitto restarted and the time until the retained topics equal accmond's truth.
+
+Prints one JSON line per measurement and repeat, then a summary per measurement.
+
+Usage: mqtt.py BIN_DIR TOOLS_DIR [--repeats R] [--latency-events N] [--sustained-events K] [--outage-seconds S]
+                                 [--outage-rate E]
+"""
+import argparse, json, os, random, shutil, socket, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import accmond_arguments, emit, median, rss_kib, stop, wait_for_socket  # noqa: E402
+
+parser = argparse.ArgumentParser()
+parser.add_argument("bin_dir")
+parser.add_argument("tools_dir")
+parser.add_argument("--repeats", type=int, default=3)
+parser.add_argument("--latency-events", type=int, default=1000)
+parser.add_argument("--sustained-events", type=int, default=20000)
+parser.add_argument("--outage-seconds", type=float, default=600)
+parser.add_argument("--outage-rate", type=float, default=200)
+options = parser.parse_args()
+STAMP = os.path.join(options.tools_dir, "stamp")
+HOST = "bench"
+
+
+def free_port():
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return port
+
+
+def percentiles(values):
+    values = sorted(values)
+    if not values:
+        return {"p50_us": None, "p95_us": None, "p99_us": None}
+    pick = lambda q: round(values[min(len(values) - 1, int(q * len(values)))] / 1000, 1)
+    return {"p50_us": pick(0.50), "p95_us": pick(0.95), "p99_us": pick(0.99)}
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Rig:
+    """mosquitto, accmond and the bridge in one work directory; receivers timed by stamp."""
+
+    def __init__(self, work):
+        self.work = work
+        self.port = free_port()
+        self.processes = []
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self):
+        work = self.work
+        with open(os.path.join(work, "mosquitto.conf"), "w") as conf:
+            conf.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\nuser root\n"
+                       "log_type error\n")
+        self.start_broker()
+        self.socket_path = os.path.join(work, "accmon.sock")
+        self.accmond = self.spawn([f"{options.bin_dir}/accmond", "--socket", self.socket_path, "--simulate",
+                                   "--no-udev", "--log-level", "warning"] + accmond_arguments(options.bin_dir, work))
+        wait_for_socket(self.socket_path)
+        with open(os.path.join(work, "machine-id"), "w") as machine:
+            machine.write("0123456789abcdef0123456789abcdef\n")
+        with open(os.path.join(work, "mqtt.json"), "w") as config:
+            json.dump({"broker": f"mqtt://127.0.0.1:{self.port}", "host": HOST, "socket": self.socket_path,
+                       "machineIDFile": os.path.join(work, "machine-id")}, config)
+        self.bridge = self.spawn([f"{options.bin_dir}/accmon-mqtt", "--config", os.path.join(work, "mqtt.json"),
+                                  "--log-level", "info"], log="bridge")
+        self.wait_for_log("bridge", "mqtt: synchronized")
+        self.driver = socket.socket(socket.AF_UNIX)
+        self.driver.connect(self.socket_path)
+        self.buffer = b""
+        self.next_id = 1
+        self.request({"type": "hello", "versions": [1], "client": "bench-mqtt"})
+
+    def spawn(self, command, log=None, stdout=subprocess.DEVNULL, stdin=None):
+        stderr = open(os.path.join(self.work, f"{log}.err"), "w") if log else subprocess.DEVNULL
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=stdin)
+        self.processes.append(process)
+        return process
+
+    def start_broker(self):
+        self.broker = self.spawn(["mosquitto", "-c", os.path.join(self.work, "mosquitto.conf")], log="mosquitto")
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.01)
+        raise SystemExit("bench: mosquitto did not start")
+
+    def wait_for_log(self, name, text, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with open(os.path.join(self.work, f"{name}.err")) as log:
+                if text in log.read():
+                    return
+            time.sleep(0.02)
+        raise SystemExit(f"bench: {name} never logged {text!r}")
+
+    def stamped(self, command, name):
+        """Starts `command` with its output timed by stamp into WORK/NAME.txt."""
+        out = open(os.path.join(self.work, f"{name}.txt"), "w")
+        stamp = subprocess.Popen([STAMP], stdin=subprocess.PIPE, stdout=out)
+        process = self.spawn(command, stdout=stamp.stdin, log=name)
+        stamp.stdin.close()
+        self.processes.append(stamp)
+        return process
+
+    def lines(self, name):
+        with open(os.path.join(self.work, f"{name}.txt")) as text:
+            return [line.rstrip("\n").split(" ", 1) for line in text if " " in line]
+
+    def subscriber(self, topic, name, fmt="%t"):
+        process = self.stamped(["mosquitto_sub", "-p", str(self.port), "-t", topic, "-F", fmt], name)
+        time.sleep(0.3)
+        return process
+
+    def send(self, message):
+        message = dict(message, id=self.next_id)
+        self.next_id += 1
+        self.driver.sendall((json.dumps(message) + "\n").encode())
+
+    def reply(self):
+        while True:
+            while b"\n" not in self.buffer:
+                self.buffer += self.driver.recv(65536)
+            line, _, self.buffer = self.buffer.partition(b"\n")
+            message = json.loads(line)
+            if message.get("type") in ("ok", "hello", "error", "list", "status"):
+                if message.get("type") == "error":
+                    raise SystemExit(f"bench: accmond: {message}")
+                return message
+
+    def request(self, message):
+        self.send(message)
+        return self.reply()
+
+    @staticmethod
+    def plug_message(serial):
+        return {"type": "simulate", "action": "connect",
+                "accessory": {"kind": "usb", "vendorID": "1209", "productID": "0001", "serialNumber": serial,
+                              "name": "bench accessory"}}
+
+    def truth(self):
+        return {a["connectionID"] for a in self.request({"type": "list"})["accessories"]}
+
+    def retained(self):
+        """The connection ids of the host's retained accessory topics, read with accmon list --broker."""
+        result = subprocess.run([f"{options.bin_dir}/accmon", "list", "--broker", f"mqtt://127.0.0.1:{self.port}",
+                                 "--json"], capture_output=True, text=True, timeout=60)
+        if result.returncode != 0:
+            return None
+        hosts = json.loads(result.stdout)["hosts"]
+        return {a["connectionID"] for host in hosts if host["host"] == HOST for a in host["accessories"]}
+
+    def close(self):
+        for process in reversed(self.processes):
+            stop(process)
+
+
+def latency(rig, repeat):
+    count = options.latency_events
+    rig.subscriber(f"accmon/{HOST}/accessories/+/+", "mqtt-latency")
+    rig.stamped([f"{options.bin_dir}/accmon", "--socket", rig.socket_path, "watch", "--json"], "watch-latency")
+    time.sleep(0.3)
+    sent = []  # (send time, connection id, change)
+    live = []
+    for index in range(count):
+        started = time.monotonic_ns()
+        if live and (index % 2 == 1):
+            connection = live.pop(0)
+            rig.request({"type": "simulate", "action": "disconnect", "connectionID": connection})
+            sent.append((started, connection, "disconnect"))
+        else:
+            connection = rig.request(Rig.plug_message(f"L{repeat}-{index}"))["connectionID"]
+            live.append(connection)
+            sent.append((started, connection, "connect"))
+        time.sleep(0.002)
+    time.sleep(1)
+    # The retained topic of a connection gets its accessory, then its deletion: first and second line per connection.
+    arrivals = {}
+    for stamp, topic in rig.lines("mqtt-latency"):
+        arrivals.setdefault(int(topic.rsplit("/", 1)[1]), []).append(int(stamp))
+    watch = {}
+    for stamp, line in rig.lines("watch-latency"):
+        event = json.loads(line)
+        if event.get("type") in ("connect", "disconnect"):
+            watch[(event["accessory"]["connectionID"], event["type"])] = int(stamp)
+    mqtt, own = [], []
+    for started, connection, change in sent:
+        times = arrivals.get(connection, [])
+        index = 0 if change == "connect" else 1
+        if len(times) > index:
+            mqtt.append(times[index] - started)
+        if (connection, change) in watch:
+            own.append(watch[(connection, change)] - started)
+    emit(dict({"bench": "mqtt-latency", "tool": "accmon-mqtt", "repeat": repeat, "events": count,
+               "received": len(mqtt)}, **percentiles(mqtt)))
+    emit(dict({"bench": "mqtt-latency", "tool": "accmon-watch", "repeat": repeat, "events": count,
+               "received": len(own)}, **percentiles(own)))
+
+    # The floor: mosquitto_pub to mosquitto_sub on the same broker, QoS 1 as the bridge publishes.
+    rig.subscriber("bench/floor", "floor-latency", fmt="%p")
+    publisher = subprocess.Popen(["mosquitto_pub", "-p", str(rig.port), "-t", "bench/floor", "-q", "1", "-l"],
+                                 stdin=subprocess.PIPE)
+    time.sleep(0.3)
+    sent_at = {}
+    for index in range(count):
+        sent_at[str(index)] = time.monotonic_ns()
+        publisher.stdin.write(f"{index}\n".encode())
+        publisher.stdin.flush()
+        time.sleep(0.002)
+    time.sleep(1)
+    publisher.stdin.close()
+    publisher.wait(timeout=10)
+    floor = [int(stamp) - sent_at[payload] for stamp, payload in rig.lines("floor-latency") if payload in sent_at]
+    emit(dict({"bench": "mqtt-latency", "tool": "mosquitto-pub-sub", "repeat": repeat, "events": count,
+               "received": len(floor)}, **percentiles(floor)))
+    return percentiles(mqtt), percentiles(own), percentiles(floor)
+
+
+def sustained(rig, repeat):
+    count = options.sustained_events
+    rig.subscriber(f"accmon/{HOST}/events", "sustained", fmt="%p")
+    bridge_cpu, accmond_cpu = cpu_seconds(rig.bridge.pid), cpu_seconds(rig.accmond.pid)
+    started = time.monotonic_ns()
+    connections = []
+    batch = 500
+    for base in range(0, count // 2, batch):  # connects, in pipelined batches
+        size = min(batch, count // 2 - base)
+        for index in range(size):
+            rig.send(Rig.plug_message(f"S{repeat}-{base + index}"))
+        connections += [rig.reply()["connectionID"] for _ in range(size)]
+    for base in range(0, len(connections), batch):  # then the disconnects
+        chunk = connections[base:base + batch]
+        for connection in chunk:
+            rig.send({"type": "simulate", "action": "disconnect", "connectionID": connection})
+        for _ in chunk:
+            rig.reply()
+    deadline = time.time() + 120
+    while time.time() < deadline and len(rig.lines("sustained")) < count:
+        time.sleep(0.1)
+    time.sleep(1)
+    lines = rig.lines("sustained")
+    last = max((int(stamp) for stamp, _ in lines), default=started)
+    events = len(lines)
+    record = {"bench": "mqtt-sustained", "tool": "accmon-mqtt", "repeat": repeat, "events": count, "received": events,
+              "lost": count - events, "events_per_s": round(events / ((last - started) / 1e9)),
+              "bridge_cpu_us_per_event": round((cpu_seconds(rig.bridge.pid) - bridge_cpu) / count * 1e6, 1),
+              "accmond_cpu_us_per_event": round((cpu_seconds(rig.accmond.pid) - accmond_cpu) / count * 1e6, 1)}
+    emit(record)
+
+    rig.subscriber("bench/floor-sustained", "floor-sustained", fmt="%p")
+    publisher = subprocess.Popen(["mosquitto_pub", "-p", str(rig.port), "-t", "bench/floor-sustained", "-q", "1",
+                                  "-l"], stdin=subprocess.PIPE)
+    time.sleep(0.3)
+    payload = "x" * 450  # about an event line's length
+    started = time.monotonic_ns()
+    publisher.stdin.write("".join(f"{index} {payload}\n" for index in range(count)).encode())
+    publisher.stdin.close()
+    publisher.wait(timeout=120)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(rig.lines("floor-sustained")) < count:
+        time.sleep(0.1)
+    lines = rig.lines("floor-sustained")
+    last = max((int(stamp) for stamp, _ in lines), default=started)
+    floor = {"bench": "mqtt-sustained", "tool": "mosquitto-pub-sub", "repeat": repeat, "events": count,
+             "received": len(lines), "lost": count - len(lines),
+             "events_per_s": round(len(lines) / ((last - started) / 1e9))}
+    emit(floor)
+    return record, floor
+
+
+def outage(rig):
+    for index in range(50):
+        rig.request(Rig.plug_message(f"O{index}"))
+    time.sleep(1)
+    rig.broker.kill()
+    rig.broker.wait()
+    samples = [rss_kib(rig.bridge.pid)]
+    accmond_samples = [rss_kib(rig.accmond.pid)]
+    live = sorted(rig.truth())
+    events = 0
+    started = time.time()
+    next_sample = started + 10
+    rng = random.Random(1)
+    while time.time() - started < options.outage_seconds:
+        if rng.random() < 0.5 and live:
+            connection = live.pop(rng.randrange(len(live)))
+            rig.request({"type": "simulate", "action": "disconnect", "connectionID": connection})
+        else:
+            live.append(rig.request(Rig.plug_message(f"O-{events}"))["connectionID"])
+        events += 1
+        time.sleep(max(0.0, started + events / options.outage_rate - time.time()))
+        if time.time() >= next_sample:
+            samples.append(rss_kib(rig.bridge.pid))
+            accmond_samples.append(rss_kib(rig.accmond.pid))
+            next_sample += 10
+    samples.append(rss_kib(rig.bridge.pid))
+    session = [client for client in rig.request({"type": "status"})["clients"] if client["clientName"] == "accmon-mqtt"]
+    rig.start_broker()
+    restarted = time.time()
+    truth = rig.truth()
+    converge = None
+    while time.time() - restarted < 120:
+        if rig.retained() == truth:
+            converge = round(time.time() - restarted, 2)
+            break
+        time.sleep(0.2)
+    growth = (max(samples[1:]) - samples[1]) / samples[1] * 100 if len(samples) > 2 else 0.0
+    emit({"bench": "mqtt-outage", "tool": "accmon-mqtt", "seconds": options.outage_seconds, "events": events,
+          "connected_at_end": len(truth), "bridge_rss_kib_samples": samples, "bridge_rss_kib_first": samples[1],
+          "bridge_rss_kib_max": max(samples), "growth_after_first_sample_percent": round(growth, 1),
+          "flat": growth <= 5, "accmond_rss_kib_first": accmond_samples[0], "accmond_rss_kib_last": accmond_samples[-1],
+          "bridge_session_at_end": {key: session[0][key] for key in ("state", "suspendedBecause", "queuedEvents")}
+          if session else None, "converged_seconds_after_restart": converge})
+
+
+latencies, throughputs = [], []
+for repeat in range(options.repeats):
+    work = tempfile.mkdtemp(prefix="accmon-bench-mqtt-")
+    rig = Rig(work)
+    try:
+        latencies.append(latency(rig, repeat))
+        throughputs.append(sustained(rig, repeat))
+        if repeat == options.repeats - 1 and options.outage_seconds > 0:
+            outage(rig)
+    finally:
+        rig.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+summary = {"bench": "mqtt-latency-summary", "tool": "accmon-mqtt", "baseline": "mosquitto-pub-sub"}
+for key in ("p50_us", "p99_us"):
+    bridge, own, floor = (median([run[index][key] for run in latencies]) for index in range(3))
+    summary[key] = bridge
+    summary[f"baseline_{key}"] = floor
+    summary[f"accmon_watch_{key}"] = own
+    summary[f"ratio_{key}"] = round(bridge / floor, 2) if bridge and floor else None
+emit(summary)
+emit({"bench": "mqtt-sustained-summary", "tool": "accmon-mqtt", "baseline": "mosquitto-pub-sub",
+      "events_per_s": median([run[0]["events_per_s"] for run in throughputs]),
+      "baseline_events_per_s": median([run[1]["events_per_s"] for run in throughputs]),
+      "lost": max(run[0]["lost"] for run in throughputs),
+      "bridge_cpu_us_per_event": median([run[0]["bridge_cpu_us_per_event"] for run in throughputs]),
+      "accmond_cpu_us_per_event": median([run[0]["accmond_cpu_us_per_event"] for run in throughputs])})
