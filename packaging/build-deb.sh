@@ -47,6 +47,7 @@ strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/u
 install -D -m 0644 packaging/accmond.service "$root/usr/lib/systemd/system/accmond.service"
 install -D -m 0644 packaging/accmon-mqtt.service "$root/usr/lib/systemd/system/accmon-mqtt.service"
 install -D -m 0644 packaging/accmond.socket "$root/usr/lib/systemd/system/accmond.socket"
+install -D -m 0644 packaging/polkit/60-accmon.rules "$root/usr/share/polkit-1/rules.d/60-accmon.rules"
 for rules in udev-rules/*.rules; do
   install -D -m 0644 "$rules" "$root/usr/lib/udev/rules.d/$(basename "$rules")"
 done

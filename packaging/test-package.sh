@@ -106,8 +106,8 @@ else
 fi
 check "accmond.service: Type=notify, ExecReload=, WatchdogSec=, a state directory" \
   grep -qzP 'Type=notify\n(.|\n)*ExecReload=(.|\n)*WatchdogSec=\d+(.|\n)*StateDirectory=accmon\n' "${units[1]}"
-# /run/accmon is accmond.socket's; as a RuntimeDirectory= of a DynamicUser= service, systemd would move it to
-# /run/private and lock every client but root out (packaging/systemd-test/checks/10-socket-activation.sh).
+# /run/accmon is accmond.socket's; as a RuntimeDirectory= of the service, systemd would chown it to accmond's user and
+# lock every client but root out (packaging/systemd-test/checks/10-socket-activation.sh).
 check "accmond.service: no RuntimeDirectory=" bash -c "! grep -q '^RuntimeDirectory' '${units[1]}'"
 check "systemd-analyze verify accmon-mqtt.service" \
   unshare -m sh -ec 'mount -t tmpfs tmpfs /usr/sbin; cp "$1/usr/sbin/accmon-mqtt" /usr/sbin/
@@ -181,6 +181,7 @@ snapshot() {  # every path in the chroot but the kernel's, dpkg's and apt's book
 }
 snapshot >"$work/before.txt"
 groups_before=$(cut -d: -f1 "$root/etc/group" | sort | tr '\n' ' ')
+users_before=$(cut -d: -f1 "$root/etc/passwd" | sort | tr '\n' ' ')
 
 cp "$deb" "$python_deb" "$root/tmp/"
 in_root dpkg -i "/tmp/$(basename "$deb")" "/tmp/$(basename "$python_deb")" >"$work/dpkg-i.log" 2>&1 ||
@@ -197,6 +198,9 @@ check "python3-accmon: postinst byte-compiled the modules (py3compile)" \
 check "python3-accmon: import accmon in the chroot" bash -c \
   "[ \"\$(chroot '$root' python3 -c 'import accmon, accmon.simulator; print(accmon.__version__)')\" = '$version' ]"
 check "postinst created the system group accmon" bash -c "chroot '$root' getent group accmon | grep -qE '^accmon:x:[0-9]{1,3}:'"
+check "postinst created the system user accmond (group accmon, no login)" bash -c \
+  "[ \"\$(chroot '$root' id -gn accmond) \$(chroot '$root' getent passwd accmond | cut -d: -f7)\" = 'accmon /usr/sbin/nologin' ]"
+check "the package ships the polkit rule for accmond's user" test -f "$root/usr/share/polkit-1/rules.d/60-accmon.rules"
 check "postinst enabled accmond.socket (deb-systemd-helper)" \
   test -L "$root/etc/systemd/system/sockets.target.wants/accmond.socket"
 check "/etc/accmon/manifest.json is a conffile" bash -c "chroot '$root' dpkg-query -W -f='\${Conffiles}' accmon | grep -q /etc/accmon/manifest.json"
@@ -286,17 +290,20 @@ rm -f "$root/tmp/$(basename "$deb")" "$root/tmp/$(basename "$python_deb")"
 check "apt-get autoremove --purge removes the dependencies installed for accmon" \
   in_root apt-get autoremove --purge -y -q
 snapshot >"$work/after.txt"
-# The group and the bridge's user are kept on purpose (see debian/postrm); /etc/group, /etc/passwd and their shadows
-# change with them.
+# The group and the users accmond and accmon-mqtt are kept on purpose (see debian/postrm); /etc/group, /etc/passwd
+# and their shadows change with them.
 leftovers=$(diff "$work/before.txt" "$work/after.txt" | grep '^[<>]' |
   grep -vE '^[<>] \./etc/(group|gshadow|passwd|shadow)-?$')
 if [ -z "$leftovers" ]; then
-  pass "dpkg --purge (and autoremove) removed every file installed and everything accmond made (only the group accmon and the user accmon-mqtt are kept)"
+  pass "dpkg --purge (and autoremove) removed every file installed and everything accmond made (only the group accmon and the users accmond and accmon-mqtt are kept)"
 else
   fail "dpkg --purge left files behind or removed others:"
   printf '%s\n' "$leftovers" | head -20 | sed 's/^/    /'
 fi
 groups_after=$(cut -d: -f1 "$root/etc/group" | sort | tr '\n' ' ')
 check "the only change to the groups is accmon" bash -c "[ \"$(printf '%s' "$groups_after" | sed 's/\baccmon \b//')\" = '$groups_before' ]"
+users_after=$(cut -d: -f1 "$root/etc/passwd" | sort | tr '\n' ' ')
+check "the only changes to the users are accmond and accmon-mqtt" \
+  bash -c "[ \"$(printf '%s' "$users_after" | sed 's/\baccmond \b//; s/\baccmon-mqtt \b//')\" = '$users_before' ]"
 
 finish

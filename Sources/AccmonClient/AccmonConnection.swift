@@ -68,9 +68,9 @@ public final class AccmonConnection: Sendable {
         try await connect(socketPath: socketPath, clientName: clientName, restoreID: nil)
     }
 
-    /// Connects, registering `restoreID` when given (see ``AccmonSession``).
+    /// Connects, registering `restoreID` when given, and `relaunch` with it (see ``AccmonSession``).
     static func connect(
-        socketPath: String?, clientName: String, restoreID: String?
+        socketPath: String?, clientName: String, restoreID: String?, relaunch: String? = nil
     ) async throws(AccmonError)
         -> AccmonConnection
     {
@@ -93,7 +93,9 @@ public final class AccmonConnection: Sendable {
         let reply: ServerMessage
         do {
             reply = try await channel.request(
-                .hello(versions: Array(WireFormat.supportedVersions), clientName: clientName, restoreID: restoreID))
+                .hello(
+                    versions: Array(WireFormat.supportedVersions), clientName: clientName, restoreID: restoreID,
+                    relaunch: relaunch))
         } catch {
             channel.close()
             throw error

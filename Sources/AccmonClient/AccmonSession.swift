@@ -56,14 +56,19 @@ public final class AccmonSession: Sendable {
     ///   - clientName: a name for the daemon's logs and status.
     ///   - restoreID: the identifier the daemon keeps the session under, for this user.
     ///   - filter: what to subscribe to on a first start (a restored session keeps its own).
-    /// - Throws: ``AccmonError`` when the first connection fails (later failures are retried).
+    ///   - relaunch: a systemd template (`accmon-NAME@.service`) the daemon starts for this user (instance: the uid)
+    ///     when an event waits for the session while the app is not running; the manifest's `relaunch` must let
+    ///     this user register it, and the unit must run as this user (docs/SESSIONS.md, "Relaunch").
+    /// - Throws: ``AccmonError`` when the first connection fails (later failures are retried), with
+    ///   ``AccmonError/Code/permissionDenied`` when the manifest does not let this user register `relaunch`.
     public static func start(
-        socketPath: String? = nil, clientName: String, restoreID: String, filter: AccessoryFilter = .all
+        socketPath: String? = nil, clientName: String, restoreID: String, filter: AccessoryFilter = .all,
+        relaunch: String? = nil
     ) async throws(AccmonError) -> AccmonSession {
         let core = SessionCore(
-            socketPath: socketPath, clientName: clientName, restoreID: restoreID, filter: filter)
+            socketPath: socketPath, clientName: clientName, restoreID: restoreID, filter: filter, relaunch: relaunch)
         let connection = try await AccmonConnection.connect(
-            socketPath: socketPath, clientName: clientName, restoreID: restoreID)
+            socketPath: socketPath, clientName: clientName, restoreID: restoreID, relaunch: relaunch)
         let start: SessionCore.Start
         do {
             start = try await core.begin(on: connection)
@@ -124,17 +129,19 @@ final class SessionCore: Sendable {
     let clientName: String
     let restoreID: String
     let filter: AccessoryFilter
+    let relaunch: String?
     let output: AsyncStream<AccessoryEvent>
     let states: AsyncStream<AccmonSession.ConnectionState>
     private let outputContinuation: AsyncStream<AccessoryEvent>.Continuation
     private let statesContinuation: AsyncStream<AccmonSession.ConnectionState>.Continuation
     private let state = Mutex(State())
 
-    init(socketPath: String?, clientName: String, restoreID: String, filter: AccessoryFilter) {
+    init(socketPath: String?, clientName: String, restoreID: String, filter: AccessoryFilter, relaunch: String?) {
         self.socketPath = socketPath
         self.clientName = clientName
         self.restoreID = restoreID
         self.filter = filter
+        self.relaunch = relaunch
         (output, outputContinuation) = AsyncStream.makeStream()
         (states, statesContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(16))
     }
@@ -191,7 +198,7 @@ final class SessionCore: Sendable {
                 try? await Task.sleep(for: .seconds(delay))  // try?: cancellation is checked by the loop
                 do {
                     let next = try await AccmonConnection.connect(
-                        socketPath: socketPath, clientName: clientName, restoreID: restoreID)
+                        socketPath: socketPath, clientName: clientName, restoreID: restoreID, relaunch: relaunch)
                     try await reconcile(on: next)
                     attempt = 0
                     statesContinuation.yield(.connected)

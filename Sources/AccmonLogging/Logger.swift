@@ -226,6 +226,11 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
     public static let bridgeReconciliation = LogMessageID("c655aa66e5804ac4b95f7d37f82b9e99")
     /// A configuration file had problems.
     public static let configuration = LogMessageID("0ccbb48936a9479f99f1d1c9d5fa9db0")
+    /// A systemd unit accmond starts or stops for an accessory (launch on connect): a job sent, done, failed, retried
+    /// or given up.
+    public static let unitJob = LogMessageID("e1929a28fb984ba7b8364f8cff8414ed")
+    /// A registered app's relaunch: registered, started, waiting for a limit, or refused.
+    public static let relaunch = LogMessageID("84643e99d70141cb8bfe3bc7817ea723")
 
     /// Every kind, for the docs and the tests.
     public static let all: [(name: String, id: LogMessageID)] = [
@@ -239,6 +244,7 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
         ("udevFailure", udevFailure), ("transportFailure", transportFailure), ("state", state),
         ("serviceManager", serviceManager), ("limitReached", limitReached),
         ("bridgeBroker", bridgeBroker), ("bridgeAccmond", bridgeAccmond), ("bridgePublication", bridgePublication),
-        ("bridgeReconciliation", bridgeReconciliation), ("configuration", configuration),
+        ("bridgeReconciliation", bridgeReconciliation), ("configuration", configuration), ("unitJob", unitJob),
+        ("relaunch", relaunch),
     ]
 }

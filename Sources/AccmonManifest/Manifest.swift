@@ -28,16 +28,19 @@ public struct Manifest: Sendable, Hashable {
     public var defaultAction: DefaultAction
     /// The files the manifest was read from, in order.
     public var files: [String]
+    /// Which users may register which templates for relaunch (the top-level `relaunch`, joined across files).
+    public var relaunch: [RelaunchPermission]
 
     /// Creates a manifest.
     public init(
         entries: [ManifestEntry] = [], admins: AccessList = AccessList(), defaultAction: DefaultAction = .reject,
-        files: [String] = []
+        files: [String] = [], relaunch: [RelaunchPermission] = []
     ) {
         self.entries = entries
         self.admins = admins
         self.defaultAction = defaultAction
         self.files = files
+        self.relaunch = relaunch
     }
 
     /// The manifest with no entry: every accessory is rejected, only root is admin. Use it when no manifest is
@@ -123,7 +126,7 @@ public struct Manifest: Sendable, Hashable {
     public var accountNames: (users: Set<String>, groups: Set<String>) {
         var users: Set<String> = []
         var groups: Set<String> = []
-        for list in [admins] + entries.map(\.effectiveAccess) {
+        for list in [admins] + entries.map(\.effectiveAccess) + relaunch.map(\.access) {
             for case .name(let name) in list.users { users.insert(name) }
             for case .name(let name) in list.groups { groups.insert(name) }
         }
@@ -184,18 +187,21 @@ public struct ManifestEntry: Sendable, Hashable {
     public var protocols: [String]
     /// Who may see the accessory; `nil` when the entry has no `access`, which means ``AccessList/defaultAccess``.
     public var access: AccessList?
+    /// The systemd unit accmond starts when an accessory the entry admits connects; `nil` for none.
+    public var launch: LaunchSpec?
     /// Where the entry starts.
     public var location: ManifestLocation
 
     public init(
         name: String, comment: String = "", match: ManifestMatch, protocols: [String] = [], access: AccessList? = nil,
-        location: ManifestLocation = ManifestLocation(file: "", position: .start)
+        launch: LaunchSpec? = nil, location: ManifestLocation = ManifestLocation(file: "", position: .start)
     ) {
         self.name = name
         self.comment = comment
         self.match = match
         self.protocols = protocols
         self.access = access
+        self.launch = launch
         self.location = location
     }
 

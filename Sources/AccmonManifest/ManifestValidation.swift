@@ -14,6 +14,7 @@ enum ManifestValidator {
             let outcome = validator.validate(file.contents)
             var fileProblems = validator.problems
             manifest.admins = manifest.admins.union(outcome.admins ?? AccessList())
+            manifest.relaunch += outcome.relaunch
             for candidate in outcome.entries {
                 if let name = candidate.name {
                     let location = ManifestLocation(file: file.path, position: candidate.namePosition)
@@ -66,10 +67,11 @@ struct FileValidator {
     struct Outcome {
         var entries: [EntryCandidate] = []
         var admins: AccessList?
+        var relaunch: [RelaunchPermission] = []
     }
 
-    static let topKeys = ["version", "default", "admins", "accessories"]
-    static let entryKeys = ["name", "comment", "match", "protocols", "access"]
+    static let topKeys = ["version", "default", "admins", "accessories", "relaunch"]
+    static let entryKeys = ["name", "comment", "match", "protocols", "access", "launch"]
     static let matchKeys = ["kind", "id", "serial", "manufacturer", "product", "port", "descriptorsSHA256", "address"]
     static let accessKeys = ["users", "groups"]
 
@@ -109,6 +111,7 @@ struct FileValidator {
             outcome.admins = accessList(
                 member.value, "admins", emptyHint: "remove \"admins\" to leave admin operations to root")
         }
+        if let member = members["relaunch"] { outcome.relaunch = relaunch(member.value) }
         if let member = members["accessories"] {
             guard case .array(let elements) = member.value.value else {
                 report(
@@ -203,9 +206,11 @@ struct FileValidator {
                 emptyHint:
                     "remove \"access\" for the default (members of the \(AccessList.defaultGroup) group and root)")
         }
+        var launch: LaunchSpec?
+        if let member = members["launch"] { launch = self.launch(member.value, "\(label): launch") }
         if problems.count == before, let match {
             candidate.entry = ManifestEntry(
-                name: name, comment: comment, match: match, protocols: protocols, access: access,
+                name: name, comment: comment, match: match, protocols: protocols, access: access, launch: launch,
                 location: ManifestLocation(file: path, position: node.position))
         }
         return candidate

@@ -18,6 +18,14 @@ extension Manifest {
         out += "  \"version\": \(Manifest.formatVersion),\n"
         out += "  \"default\": \(jsonString(defaultAction.rawValue)),\n"
         if !admins.isEmpty { out += "  \"admins\": \(Self.format(admins)),\n" }
+        if !relaunch.isEmpty {
+            out += "  \"relaunch\": [\n"
+            out +=
+                relaunch.map {
+                    "    {\"unit\": \(jsonString($0.unit.name)), \"access\": \(Self.format($0.access))}"
+                }.joined(separator: ",\n") + "\n"
+            out += "  ],\n"
+        }
         if entries.isEmpty {
             out += "  \"accessories\": []\n"
         } else {
@@ -50,6 +58,10 @@ extension Manifest {
             lines.append("\"protocols\": [\(entry.protocols.map(jsonString).joined(separator: ", "))]")
         }
         if let access = entry.access { lines.append("\"access\": \(format(access))") }
+        if let launch = entry.launch {
+            lines.append(
+                "\"launch\": {\"unit\": \(jsonString(launch.unit.name))" + (launch.keep ? ", \"keep\": true}" : "}"))
+        }
         return "    {\n" + lines.map { "      \($0)" }.joined(separator: ",\n") + "\n    }"
     }
 

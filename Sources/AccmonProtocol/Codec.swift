@@ -69,7 +69,9 @@ public struct ProtocolCodec {
             switch type {
             case "hello":
                 let body = try decoder.decode(HelloBody.self, from: data)
-                request = .hello(versions: body.versions, clientName: body.client ?? "", restoreID: body.restoreID)
+                request = .hello(
+                    versions: body.versions, clientName: body.client ?? "", restoreID: body.restoreID,
+                    relaunch: body.relaunch)
             case "subscribe":
                 let body = try decoder.decode(FilterBody.self, from: data)
                 request = .subscribe(try validated(body.filter, type), includeRejected: body.all ?? false)
@@ -168,8 +170,10 @@ public struct ProtocolCodec {
     public func encode(_ message: ClientMessage) -> [UInt8] {
         let body: any Encodable
         switch message.request {
-        case .hello(let versions, let name, let restoreID):
-            body = OutgoingHello(type: "hello", id: message.id, versions: versions, client: name, restoreID: restoreID)
+        case .hello(let versions, let name, let restoreID, let relaunch):
+            body = OutgoingHello(
+                type: "hello", id: message.id, versions: versions, client: name, restoreID: restoreID,
+                relaunch: relaunch)
         case .acknowledge(let sequence):
             body = OutgoingAck(type: "ack", id: message.id, seq: sequence)
         case .subscribe(let filter, let all), .list(let filter, let all):

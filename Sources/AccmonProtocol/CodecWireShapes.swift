@@ -56,8 +56,9 @@ struct HelloBody: Decodable {
     var versions: [Int]
     var client: String?
     var restoreID: String?
+    var relaunch: String?
 
-    enum CodingKeys: String, CodingKey { case versions, client, restoreID }
+    enum CodingKeys: String, CodingKey { case versions, client, restoreID, relaunch }
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -75,6 +76,7 @@ struct HelloBody: Decodable {
         }
         client = try c.decodeIfPresent(String.self, forKey: .client)
         restoreID = try c.decodeIfPresent(String.self, forKey: .restoreID)
+        relaunch = try c.decodeIfPresent(String.self, forKey: .relaunch)
     }
 }
 
@@ -95,6 +97,7 @@ struct OutgoingHello: Encodable {
     var versions: [Int]
     var client: String
     var restoreID: String?
+    var relaunch: String?
 }
 
 struct OutgoingFilter: Encodable {

@@ -39,8 +39,10 @@ public enum ClientRequest: Sendable, Hashable {
     /// Negotiates the protocol version and names the client.
     ///
     /// With a `restoreID`, the daemon preserves the session when the connection ends and hands it back to the next
-    /// connection of the same user that says hello with the same id.
-    case hello(versions: [Int], clientName: String, restoreID: String? = nil)
+    /// connection of the same user that says hello with the same id. With `relaunch` too (a systemd template such as
+    /// `accmon-viewer@.service`, which the manifest lets this user register), the daemon starts the template's
+    /// instance for the user's uid when an event is recorded for the preserved session (docs/SESSIONS.md).
+    case hello(versions: [Int], clientName: String, restoreID: String? = nil, relaunch: String? = nil)
     /// Asks for a snapshot of the matching accessories, then live events; with `includeRejected` (admins only),
     /// accessories the manifest rejected too.
     case subscribe(AccessoryFilter, includeRejected: Bool = false)

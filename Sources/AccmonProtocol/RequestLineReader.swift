@@ -87,6 +87,7 @@ private struct Cursor {
         var versions: [Int]?
         var client: String?
         var restoreID: String?
+        var relaunch: String?
         var filter: AccessoryFilter?
         var includeRejected: Bool?
         var sequence: UInt64?
@@ -100,6 +101,7 @@ private struct Cursor {
             case "versions": return cursor.read(&versions) { $0.integers() }
             case "client": return cursor.readNullable(&client) { $0.string() }
             case "restoreID": return cursor.readNullable(&restoreID) { $0.string() }
+            case "relaunch": return cursor.readNullable(&relaunch) { $0.string() }
             case "filter": return cursor.readNullable(&filter) { $0.filter() }
             case "all": return cursor.readNullable(&includeRejected) { $0.boolean() }
             case "seq": return cursor.read(&sequence) { $0.unsignedInteger() }
@@ -137,7 +139,7 @@ private struct Cursor {
                 return .acknowledge(sequence)
             case "hello":
                 guard let versions else { return nil }
-                return .hello(versions: versions, clientName: client ?? "", restoreID: restoreID)
+                return .hello(versions: versions, clientName: client ?? "", restoreID: restoreID, relaunch: relaunch)
             case "subscribe":
                 guard let filter = validFilter() else { return nil }
                 return .subscribe(filter, includeRejected: includeRejected ?? false)

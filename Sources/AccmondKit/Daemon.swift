@@ -39,6 +39,9 @@ public struct DaemonConfiguration: Sendable {
     public var notifiesServiceManager = true
     /// Called by the broker loop at the end of every turn, on the loop's thread: keep it short.
     public var onLoopTurn: (@Sendable (LoopTurn) -> Void)? = nil
+    /// Whether accmond asks systemd to start and stop the units of the manifest's `launch` entries and of
+    /// registered relaunches (through the system bus, on a thread of its own; see docs/MANIFEST.md).
+    public var launchesUnits = true
 
     /// Creates a configuration.
     public init(

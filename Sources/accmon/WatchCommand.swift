@@ -8,8 +8,8 @@ struct WatchCommand: Command {
     static let name = "watch"
     static let abstract = "Show accessories as they connect and disconnect, until Ctrl-C."
     static let usage = """
-        Usage: accmon watch [--json] [--all] [--restore-id ID] [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME]
-                            [--socket PATH]
+        Usage: accmon watch [--json] [--all] [--restore-id ID [--relaunch TEMPLATE]] [--kind KIND] [--vendor ID]
+                            [--product ID] [--protocol NAME] [--socket PATH]
                accmon watch --broker URL [--host GLOB] [--json] [FILTER OPTIONS] [BROKER OPTIONS]
 
         \(abstract)
@@ -23,6 +23,11 @@ struct WatchCommand: Command {
           --restore-id ID    keep the session across restarts of accmon and accmond: when accmon watch starts
                              again with the same id, it shows what it knew (with --json: a "session" line
                              with "restored":true), then what it missed; it reconnects by itself
+          --relaunch TEMPLATE
+                             with --restore-id: register a systemd template (accmon-NAME@.service, with
+                             User=%i) that accmond starts as TEMPLATE's instance for your uid when an event
+                             waits for the session while accmon watch is not running (the manifest's
+                             "relaunch" must allow it)
         \(filterOptionsHelp)
         \(CommonOptions.help)
 
@@ -34,6 +39,7 @@ struct WatchCommand: Command {
 
     var selection: SelectionOptions
     var restoreID: String?
+    var relaunch: String?
     var common: CommonOptions { selection.common }
     var json: Bool { selection.json }
     var all: Bool { selection.all }
@@ -44,11 +50,17 @@ struct WatchCommand: Command {
         while let option = try arguments.next() {
             if option == "--restore-id" {
                 restoreID = try arguments.value(for: option)
+            } else if option == "--relaunch" {
+                relaunch = try arguments.value(for: option)
             } else if try !selection.parse(option, &arguments) {
                 throw UsageError("unknown option '\(option)'")
             }
         }
         if all && restoreID != nil { throw UsageError("--all and --restore-id do not go together") }
+        if relaunch != nil && restoreID == nil { throw UsageError("--relaunch needs --restore-id") }
+        if let relaunch, let problem = LaunchTemplate.problem(with: relaunch) {
+            throw UsageError("--relaunch: '\(relaunch)' is refused: \(problem)")
+        }
         fleetView = try selection.fleet.validate(restoreID: restoreID, all: all)
     }
 
@@ -132,7 +144,8 @@ extension WatchCommand {
     /// Watches through an ``AccmonSession``: survives restarts of both sides; printing an event consumes it.
     func runSession(restoreID: String) async throws(AccmonError) {
         let session = try await AccmonSession.start(
-            socketPath: common.socket, clientName: "accmon watch", restoreID: restoreID, filter: filter)
+            socketPath: common.socket, clientName: "accmon watch", restoreID: restoreID, filter: filter,
+            relaunch: relaunch)
         let style = Style.standardOutput
         if json {
             writeOut(jsonLine(SessionLine(restored: session.wasRestored, accessories: session.initialAccessories)))

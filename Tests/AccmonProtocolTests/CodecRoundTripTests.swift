@@ -41,6 +41,7 @@ private let clientRequests: [ClientRequest] = {
         .hello(versions: [3, 1, 2, Int.max, Int.min], clientName: "caf\u{E9} \"client\"\n"),
         .hello(versions: [1], clientName: "watcher", restoreID: "3f1c9a7e-restore"),
         .hello(versions: [1], clientName: "", restoreID: ""),
+        .hello(versions: [1], clientName: "viewer", restoreID: "com.example.viewer", relaunch: "accmon-viewer@.service"),
         .acknowledge(0),
         .acknowledge(41),
         .acknowledge(UInt64.max),

@@ -43,10 +43,11 @@ enum WireForm {
         case nil: optional("id", nil)
         }
         switch message.request {
-        case .hello(let versions, let clientName, let restoreID):
+        case .hello(let versions, let clientName, let restoreID, let relaunch):
             members.append(("versions", .array(versions.map { .number(String($0)) })))
             optional("client", .string(clientName), default: clientName.isEmpty)
             optional("restoreID", restoreID.map(Value.string))
+            optional("relaunch", relaunch.map(Value.string))
         case .subscribe(let filter, let includeRejected), .list(let filter, let includeRejected):
             optional("filter", value(of: filter, using: &random), default: filter == .all)
             optional("all", .boolean(includeRejected), default: !includeRejected)

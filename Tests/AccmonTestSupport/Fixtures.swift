@@ -145,7 +145,8 @@ extension Fixtures {
             }
             request = .hello(
                 versions: versions, clientName: randomRequestText(using: &random),
-                restoreID: Bool.random(using: &random) ? randomRequestText(using: &random) : nil)
+                restoreID: Bool.random(using: &random) ? randomRequestText(using: &random) : nil,
+                relaunch: Bool.random(using: &random) ? randomRequestText(using: &random) : nil)
         case 1: request = .subscribe(randomFilter(using: &random), includeRejected: Bool.random(using: &random))
         case 2: request = .list(randomFilter(using: &random), includeRejected: Bool.random(using: &random))
         case 3: request = .unsubscribe

@@ -4,7 +4,7 @@
 passed=0
 failed=0
 scratch=/run/accmon-test     # files the checks share (watch outputs, the hold flag); gone with the container
-state_file=/var/lib/private/accmon/state.json
+state_file=/var/lib/accmon/state.json
 shipped_service=/usr/lib/systemd/system/accmond.service
 mkdir -p "$scratch"
 

@@ -65,6 +65,7 @@ final class BrokerLoop {
             throw DaemonError(description: "accmond: state store: \(error)")
         }
         persistence = Persistence(state: state, store: store)
+        state.launcher = Launcher(state: state, persistence: persistence, wakeup: sink.wakeup)
         publisher = Publisher(state: state, persistence: persistence, sink: sink)
         loadedManifests = Mailbox(wakeup: sink.wakeup)
         let loader: ManifestLoader
@@ -138,6 +139,7 @@ final class BrokerLoop {
             }
             publisher.publishWaiting()
             for loaded in loadedManifests.take() { requests.manifestLoaded(loaded) }
+            state.launcher?.turn()
             finishTurn()
             persistence.expirePreservedSessions()
             persistence.saveIfDue()
@@ -155,6 +157,7 @@ final class BrokerLoop {
         let now = monotonicNanoseconds()
         var wait = state.preserved.nanosecondsUntilNextExpiry(now: now)
         if let due = persistence.nanosecondsUntilSaveDue(now: now) { wait = min(wait ?? .max, due) }
+        if let due = state.launcher?.nanosecondsUntilDue(now: now) { wait = min(wait ?? .max, due) }
         if listenerPaused { wait = min(wait ?? .max, listenerPausedUntil > now ? listenerPausedUntil - now : 0) }
         guard let wait else { return -1 }
         return Int32(min(wait / 1_000_000 + 1, 60_000))

@@ -16,6 +16,8 @@ final class BrokerState {
     var authorizer = Authorizer()
     var preserved: PreservedSessions
     let sessions: SessionTable
+    /// Launch on connect and relaunch (set by the loop once persistence exists).
+    var launcher: Launcher?
 
     init(configuration: DaemonConfiguration, simulated: SimulatedEventSource?) {
         self.configuration = configuration

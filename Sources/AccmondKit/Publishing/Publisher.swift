@@ -64,6 +64,11 @@ final class Publisher {
         case .disconnect:
             verdict = state.authorizer.release(event.accessory.connectionID) ?? .rejected(reason: "")
         }
+        if event.change == .connect {
+            state.launcher?.accessoryConnected(event.accessory, verdict: verdict)
+        } else {
+            state.launcher?.accessoryDisconnected(event.accessory)
+        }
         var announced = event
         announced.accessory = verdict.announced(event.accessory)
         announced.rejection = event.change == .connect ? verdict.rejection : nil
@@ -77,8 +82,12 @@ final class Publisher {
         }
         if !state.preserved.sessions.isEmpty {
             let bytes = line ?? state.codec.encode(.event(announced))
-            state.preserved.record(announced, line: bytes) {
+            let recorded = state.preserved.record(announced, line: bytes) {
                 verdict.isVisible(to: $0, includingRejected: false, accounts: accounts)
+            }
+            // An app that registered a unit is relaunched when an event waits for it.
+            for key in recorded where state.preserved.sessions[key]?.relaunch != nil {
+                state.launcher?.relaunchWanted(key)
             }
             persistence.markDirty()
         }

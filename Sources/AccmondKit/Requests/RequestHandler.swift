@@ -66,8 +66,9 @@ final class RequestHandler {
     private func handle(_ message: ClientMessage, from session: Session) {
         let id = message.id
         switch message.request {
-        case .hello(let versions, let clientName, let restoreID):
-            hello(session, id: id, versions: versions, clientName: clientName, restoreID: restoreID)
+        case .hello(let versions, let clientName, let restoreID, let relaunch):
+            hello(
+                session, id: id, versions: versions, clientName: clientName, restoreID: restoreID, relaunch: relaunch)
         case .subscribe(let filter, let includeRejected):
             subscribe(session, id: id, filter: filter, includeRejected: includeRejected)
         case .unsubscribe: unsubscribe(session, id: id)

@@ -1,11 +1,14 @@
 import AccmonLogging
+import AccmonManifest
 import AccmonProtocol
 import AccmonSys
 
 /// The requests about a client's own session: `hello` (with restore ids), `subscribe`, `unsubscribe`, `suspend`,
 /// `resume`, and `status`.
 extension RequestHandler {
-    func hello(_ session: Session, id: RequestID?, versions: [Int], clientName: String, restoreID: String?) {
+    func hello(
+        _ session: Session, id: RequestID?, versions: [Int], clientName: String, restoreID: String?, relaunch: String?
+    ) {
         guard !session.greeted else {
             reply(to: session, id: id, ProtocolError(.alreadyGreeted, "hello: session: already greeted"))
             return
@@ -19,6 +22,11 @@ extension RequestHandler {
                     "hello: versions: none of \(versions) is spoken here (this daemon speaks"
                         + " \(range.lowerBound) to \(range.upperBound))"))
             return
+        }
+        var template: LaunchTemplate?
+        if let relaunch {
+            guard let registered = relaunchTemplate(relaunch, for: session, id: id, restoreID: restoreID) else { return }
+            template = registered
         }
         var restoreKey: RestoreKey?
         if let restoreID {
@@ -58,15 +66,54 @@ extension RequestHandler {
             }
             restoreKey = key
         }
-        session.greet(version: version, clientName: clientName, restoreKey: restoreKey)
+        session.greet(version: version, clientName: clientName, restoreKey: restoreKey, relaunch: template)
         state.logger.debug(.clientSession, "client said hello", session.metadata)
+        if let template {
+            state.logger.info(
+                .relaunch, "relaunch registered: \(template.instance(UInt64(restoreKey!.uid))) is started when an event "
+                    + "waits for this session while its client is away",
+                session.metadata.merging(["launch.unit": template.name]) { $1 })
+        }
         let kept = restoreKey.flatMap { state.preserved.claim($0) }
+        if let restoreKey { state.launcher?.reclaimed(restoreKey) }
         state.reply(
             to: session,
             .hello(
                 id: id, version: version, daemonVersion: AccmonVersion.current, sessionID: session.sessionID,
                 restored: kept != nil))
         if let kept { handBack(kept, to: session) }
+    }
+
+    /// The template a `hello` registers for relaunch, checked: it needs a restore id, the form accmond starts, and
+    /// the manifest's leave for this user; `nil` after replying with the error.
+    private func relaunchTemplate(_ relaunch: String, for session: Session, id: RequestID?, restoreID: String?)
+        -> LaunchTemplate?
+    {
+        guard restoreID != nil else {
+            reply(
+                to: session, id: id,
+                ProtocolError(
+                    .invalidField, "hello: relaunch: needs a restoreID (a unit is relaunched for a preserved session)"))
+            return nil
+        }
+        guard let template = LaunchTemplate(relaunch) else {
+            let problem = LaunchTemplate.problem(with: relaunch) ?? ""
+            reply(to: session, id: id, ProtocolError(.invalidField, "hello: relaunch: '\(relaunch)' is refused: \(problem)"))
+            return nil
+        }
+        guard let principal = session.principal,
+            state.authorizer.manifest.mayRegisterRelaunch(
+                template, uid: principal.uid, gids: principal.gids, accounts: state.authorizer.accounts)
+        else {
+            reply(
+                to: session, id: id,
+                ProtocolError(
+                    .permissionDenied,
+                    "hello: relaunch: \(session.principal?.description ?? "this client") may not register "
+                        + "'\(relaunch)': the manifest's relaunch list does not give it to this user"))
+            return nil
+        }
+        return template
     }
 
     /// Hands a preserved session to its returning client: the state as of its last acknowledgement, the events

@@ -16,6 +16,8 @@ struct PreservedSession {
     /// Who the client was: what it may see keeps deciding what is recorded.
     var principal: ClientPrincipal?
     var memory: SessionMemory
+    /// The unit registered for relaunch in the client's `hello`: started when an event is recorded while it is away.
+    var relaunch: LaunchTemplate? = nil
     /// When the client went away: monotonic (for expiry in this run) and wall clock (saved across restarts).
     var since: UInt64
     var sinceWallClock: Double
@@ -78,11 +80,15 @@ struct PreservedSessions {
     }
 
     /// Records `event` (with its encoded line) in every preserved session whose filter passes it and whose client
-    /// may see it.
-    mutating func record(_ event: AccessoryEvent, line: [UInt8], visible: (ClientPrincipal?) -> Bool) {
+    /// may see it. Returns the sessions that recorded it.
+    @discardableResult
+    mutating func record(_ event: AccessoryEvent, line: [UInt8], visible: (ClientPrincipal?) -> Bool) -> [RestoreKey] {
+        var recorded: [RestoreKey] = []
         for (key, kept) in sessions where kept.memory.filter.matches(event.accessory) && visible(kept.principal) {
             sessions[key]!.memory.record(event, line: line)
+            recorded.append(key)
         }
+        return recorded
     }
 
     /// Records `event` in the given sessions.

@@ -37,6 +37,8 @@ final class Session {
     private(set) var subscription: Subscription?
     /// The user and restore id the client registered in `hello`, if it did.
     private(set) var restoreKey: RestoreKey?
+    /// The unit the client registered for relaunch in `hello` (with its restore id), if it did.
+    private(set) var relaunch: LaunchTemplate?
     /// For a subscribed session with a restore id: what is needed to hand it back later.
     private(set) var memory: SessionMemory?
     /// Splits what the client sends into request lines.
@@ -90,11 +92,12 @@ final class Session {
     // MARK: What the client asked for
 
     /// Records a successful `hello`.
-    func greet(version: Int, clientName: String, restoreKey: RestoreKey?) {
+    func greet(version: Int, clientName: String, restoreKey: RestoreKey?, relaunch: LaunchTemplate? = nil) {
         greeted = true
         protocolVersion = version
         self.clientName = clientName
         self.restoreKey = restoreKey
+        self.relaunch = restoreKey == nil ? nil : relaunch
     }
 
     /// Starts the stream; a session with a restore id keeps `memory` from now on.

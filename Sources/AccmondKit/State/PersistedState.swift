@@ -1,3 +1,4 @@
+import AccmonManifest
 import AccmonProtocol
 import FoundationEssentials
 
@@ -11,6 +12,8 @@ struct PersistedState: Codable, Sendable, Equatable {
     var connectionCeiling: UInt64
     var connected: [ConnectedEntry]
     var sessions: [PreservedEntry]
+    /// The units started (or to stop) for accessories; absent in files of accmon without launch on connect.
+    var launches: [PersistedLaunch]? = nil
 
     struct ConnectedEntry: Codable, Sendable, Equatable {
         var key: String
@@ -29,6 +32,8 @@ struct PersistedState: Codable, Sendable, Equatable {
         var replay: [ReplayedEvent]
         /// When the session lost its client (wall clock, seconds since the epoch).
         var preservedAt: Double
+        /// The template registered for relaunch; absent when none was.
+        var relaunch: String? = nil
     }
 
     struct ReplayedEvent: Codable, Sendable, Equatable {
@@ -49,14 +54,17 @@ extension PersistedState {
 }
 
 extension PersistedState.PreservedEntry {
-    init(key: RestoreKey, clientName: String, gids: [UInt32], memory: SessionMemory, preservedAt: Double) {
+    init(
+        key: RestoreKey, clientName: String, gids: [UInt32], memory: SessionMemory, preservedAt: Double,
+        relaunch: LaunchTemplate? = nil
+    ) {
         self.init(
             uid: key.uid, gids: gids, restoreID: key.restoreID, clientName: clientName, filter: memory.filter,
             acknowledged: memory.acknowledged, known: memory.restoreState.accessories,
             replay: memory.replay.events.map {
                 PersistedState.ReplayedEvent(change: $0.change, seq: $0.sequence, accessory: $0.accessory)
             },
-            preservedAt: preservedAt)
+            preservedAt: preservedAt, relaunch: relaunch?.name)
     }
 
     /// The memory, its replay re-encoded with `codec`.

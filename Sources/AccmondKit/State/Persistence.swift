@@ -1,4 +1,5 @@
 import AccmonLogging
+import AccmonManifest
 import AccmonProtocol
 import AccmonSys
 
@@ -55,7 +56,7 @@ final class Persistence {
         var entries = state.preserved.sessions.map { key, kept in
             PersistedState.PreservedEntry(
                 key: key, clientName: kept.clientName, gids: kept.principal?.gids ?? [], memory: kept.memory,
-                preservedAt: kept.sinceWallClock)
+                preservedAt: kept.sinceWallClock, relaunch: kept.relaunch)
         }
         // Live sessions with a restore id are saved as preserved: after a crash their clients come back to them.
         for session in state.sessions.all {
@@ -63,12 +64,12 @@ final class Persistence {
             entries.append(
                 PersistedState.PreservedEntry(
                     key: key, clientName: session.clientName, gids: session.principal?.gids ?? [], memory: memory,
-                    preservedAt: now))
+                    preservedAt: now, relaunch: session.relaunch))
         }
         let saved = PersistedState(
             sequenceCeiling: sequenceCeiling, connectionCeiling: connectionCeiling,
             connected: state.registry.connectedByKey.map { .init(key: $0.key, accessory: $0.value) },
-            sessions: entries)
+            sessions: entries, launches: state.launcher?.persisted())
         if waitForDisk {
             store.saveNow(saved)
         } else {
@@ -91,10 +92,11 @@ final class Persistence {
             let age = max(0, wallNow - entry.preservedAt)
             let kept = PreservedSession(
                 clientName: entry.clientName, principal: ClientPrincipal(uid: entry.uid, gids: entry.gids),
-                memory: entry.memory(codec: state.codec),
+                memory: entry.memory(codec: state.codec), relaunch: entry.relaunch.flatMap(LaunchTemplate.init),
                 since: now &- UInt64(min(age, 1e9) * 1e9), sinceWallClock: entry.preservedAt)
             _ = state.preserved.preserve(kept, as: RestoreKey(uid: entry.uid, restoreID: entry.restoreID))
         }
+        state.launcher?.restore(saved.launches ?? [])
         state.logger.notice(
             .state, "state restored: \(saved.connected.count) accessories, \(saved.sessions.count) preserved sessions",
             ["seq": String(saved.sequenceCeiling)])
@@ -104,7 +106,7 @@ final class Persistence {
     func preserveIfRestorable(_ session: Session) {
         guard let key = session.restoreKey, let memory = session.memory else { return }
         let kept = PreservedSession(
-            clientName: session.clientName, principal: session.principal, memory: memory,
+            clientName: session.clientName, principal: session.principal, memory: memory, relaunch: session.relaunch,
             since: monotonicNanoseconds(), sinceWallClock: wallClockSeconds())
         for dropped in state.preserved.preserve(kept, as: key) {
             let why =

@@ -4,13 +4,14 @@ daemon restarts, forgetting, and the filter of a first start."""
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any, Coroutine, List, TypeVar
 
 import pytest
 
 import accmon
 import accmon.link
-from accmon.simulator import SimulatedDaemon
+from accmon.simulator import SimulatedDaemon, permissive_manifest
 
 T = TypeVar("T")
 
@@ -141,3 +142,25 @@ def test_a_session_cannot_start_without_a_daemon(accmond: SimulatedDaemon) -> No
         run(accmon.Session("nobody-home", socket=accmond.socket).start())
     with pytest.raises(ValueError, match="restore_id: expected a non-empty string"):
         accmon.Session("")
+
+
+def test_a_session_registers_a_unit_for_relaunch_when_the_manifest_allows_it() -> None:
+    manifest = permissive_manifest()
+    manifest["relaunch"] = [{"unit": "accmon-viewer@.service", "access": {"users": [os.getuid()]}}]
+    with SimulatedDaemon(manifest=manifest) as daemon:
+
+        async def scenario() -> None:
+            async with accmon.Session(
+                "viewer", socket=daemon.socket, relaunch="accmon-viewer@.service"
+            ) as session:
+                assert not session.restored
+            with pytest.raises(accmon.PermissionDenied, match="may not register 'accmon-other@.service'"):
+                async with accmon.Session("other", socket=daemon.socket, relaunch="accmon-other@.service"):
+                    pass
+            with pytest.raises(accmon.ProtocolError, match="relaunch: 'rescue.target' is refused"):
+                async with accmon.Session("rescue", socket=daemon.socket, relaunch="rescue.target"):
+                    pass
+
+        run(scenario())
+        with open(daemon.log_path) as log:
+            assert f"relaunch registered: accmon-viewer@{os.getuid()}.service" in log.read()

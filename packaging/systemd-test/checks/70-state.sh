@@ -1,15 +1,14 @@
-# DynamicUser= with StateDirectory=: accmond's state lives in systemd's private state directory, survives a restart,
-# and connection ids and sequence numbers keep increasing across it.
+# StateDirectory=: accmond's state lives in /var/lib/accmon, its user's, survives a restart, and connection ids and
+# sequence numbers keep increasing across it.
 
 use_test_service
 uid=$(prop accmond.service UID)
-expect "/var/lib/accmon is systemd's link to private/accmon (StateDirectory= under DynamicUser=)" \
-  "$(readlink /var/lib/accmon)" private/accmon
-expect "/var/lib/private/accmon and state.json belong to the service's dynamic user ($uid), modes 0700 and 0600" \
-  "$(stat -c '%u %a' /var/lib/private/accmon "$state_file" | tr '\n' ' ')" "$uid 700 $uid 600 "
-check "the dynamic user's uid is in systemd's range for them (61184-65519)" test "$uid" -ge 61184 -a "$uid" -le 65519
-migration_logged() { journalctl -b --no-pager -q -u accmond.service | grep -E 'previously had DynamicUser= turned off|Found pre-existing'; }
-refute "systemd migrated no directory of accmond to DynamicUser= (journal)" migration_logged
+expect "accmond runs as the system user accmond (uid $uid) in the group accmon" \
+  "$(id -un "$uid") $(getent group "$(prop accmond.service GID)" | cut -d: -f1)" "accmond accmon"
+expect "/var/lib/accmon and state.json belong to accmond, modes 0700 and 0600 (StateDirectory=)" \
+  "$(stat -c '%U %a' /var/lib/accmon "$state_file" | tr '\n' ' ')" "accmond 700 accmond 600 "
+migration_logged() { journalctl -b --no-pager -q -u accmond.service | grep -E 'DynamicUser=|Found pre-existing'; }
+refute "systemd migrated no directory of accmond (journal)" migration_logged
 
 id=state-test
 e=$(plug serial 0403 6010 ST-E "Adapter E")

@@ -239,7 +239,7 @@ def _connection_id(reply: Dict[str, Any]) -> int:
 
 
 async def open_connection(
-    socket: Optional[str], client_name: Optional[str], restore_id: Optional[str] = None
+    socket: Optional[str], client_name: Optional[str], restore_id: Optional[str] = None, relaunch: Optional[str] = None
 ) -> Connection:
     """Connects and says ``hello``. With a `restore_id`, the push queue is open before ``hello``, so that a restore
     that follows the reply is not missed (see :class:`~accmon.Session`)."""
@@ -252,7 +252,7 @@ async def open_connection(
     if restore_id is not None:
         link.open_pushes()
     try:
-        reply = expect_reply(await link.request(hello_request(client_name, restore_id)), "hello", "hello")
+        reply = expect_reply(await link.request(hello_request(client_name, restore_id, relaunch)), "hello", "hello")
     except BaseException:
         link.close()
         raise

@@ -73,6 +73,9 @@ class Session:
         :meth:`Connection.subscribe <accmon.Connection.subscribe>`.
     :param on_state: called with a :class:`ConnectionState` at each change of the link (also logged on the
         ``accmon`` logger).
+    :param relaunch: a systemd template (``accmon-NAME@.service``) the daemon starts for this user, as the instance
+        named by the uid, when an event waits for the session while the app is not running; the manifest's
+        ``relaunch`` must let this user register it (docs/SESSIONS.md §8).
     :raises ValueError: for a malformed filter.
     """
 
@@ -87,10 +90,12 @@ class Session:
         product: IdLike = None,
         protocol: Optional[str] = None,
         on_state: Optional[Callable[[ConnectionState], None]] = None,
+        relaunch: Optional[str] = None,
     ) -> None:
         if not isinstance(restore_id, str) or not restore_id:
             raise ValueError("Session: restore_id: expected a non-empty string")
         self.restore_id = restore_id
+        self.relaunch = relaunch
         self.client_name = client_name
         self.socket = socket
         self._filter = Filter(kind, vendor, product, protocol)
@@ -125,7 +130,7 @@ class Session:
         if self._task is not None:
             raise RuntimeError("Session: already started")
         self._output = OutputQueue()
-        connection = await open_connection(self.socket, self.client_name, self.restore_id)
+        connection = await open_connection(self.socket, self.client_name, self.restore_id, self.relaunch)
         try:
             await self._begin(connection)
         except BaseException:
@@ -217,7 +222,7 @@ class Session:
                     self._state(ConnectionState("reconnecting", attempt, delay, reason))
                     await asyncio.sleep(delay)
                     try:
-                        connection = await open_connection(self.socket, self.client_name, self.restore_id)
+                        connection = await open_connection(self.socket, self.client_name, self.restore_id, self.relaunch)
                     except AccmonError as error:
                         reason = str(error)
                         continue

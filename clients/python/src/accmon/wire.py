@@ -54,13 +54,17 @@ def encode(message: Dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
-def hello_request(client_name: Optional[str], restore_id: Optional[str]) -> Dict[str, Any]:
+def hello_request(
+    client_name: Optional[str], restore_id: Optional[str], relaunch: Optional[str] = None
+) -> Dict[str, Any]:
     """The ``hello`` request (docs/PROTOCOL.md §4), without its ``id``."""
     request: Dict[str, Any] = {"type": "hello", "versions": list(SUPPORTED_VERSIONS)}
     if client_name is not None:
         request["client"] = client_name
     if restore_id is not None:
         request["restoreID"] = restore_id
+    if relaunch is not None:
+        request["relaunch"] = relaunch
     return request
 
 
