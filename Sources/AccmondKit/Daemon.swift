@@ -135,6 +135,14 @@ public final class Daemon: Sendable {
         let logger = configuration.logger
         let notifier = try makeServiceNotifier()
         notifier?.starting("Starting: listening, enumerating devices")
+        // The state directory first: one that is unsafe or cannot be written refuses the start before anything is bound.
+        if startUp.stopAsked(before: "opening the state directory") { return nil }
+        let store: StateStore?
+        do {
+            store = try configuration.stateDirectory.map { try StateStore(directory: $0, logger: logger) }
+        } catch {
+            throw DaemonError(description: "accmond: state store: \(error)")
+        }
         if startUp.stopAsked(before: "listening") { return nil }
         let listener: FileDescriptor
         var brokerConfiguration = configuration
@@ -156,7 +164,7 @@ public final class Daemon: Sendable {
         }
         if startUp.stopAsked(before: "reading the state and the manifest") { return nil }
         let broker = try BrokerLoop(
-            configuration: brokerConfiguration, listener: listener, sink: sink, simulated: simulated,
+            configuration: brokerConfiguration, store: store, listener: listener, sink: sink, simulated: simulated,
             loopDrivenSources: sources.compactMap { $0 as? any LoopDrivenEventSource }, stopFlag: stopFlag)
         for source in sources {
             if startUp.stopAsked(before: "starting the event source \(source.name)") { return nil }

@@ -48,7 +48,7 @@ final class BrokerLoop {
     var logThrottle = LogThrottle()
 
     init(
-        configuration: DaemonConfiguration, listener: FileDescriptor, sink: EventSink,
+        configuration: DaemonConfiguration, store: StateStore?, listener: FileDescriptor, sink: EventSink,
         simulated: SimulatedEventSource?, loopDrivenSources: [any LoopDrivenEventSource], stopFlag: StopFlag
     ) throws {
         precondition(
@@ -58,12 +58,6 @@ final class BrokerLoop {
         self.loopDrivenSources = loopDrivenSources
         self.stopFlag = stopFlag
         state = BrokerState(configuration: configuration, simulated: simulated)
-        let store: StateStore?
-        do {
-            store = try configuration.stateDirectory.map { try StateStore(directory: $0, logger: configuration.logger) }
-        } catch {
-            throw DaemonError(description: "accmond: state store: \(error)")
-        }
         persistence = Persistence(state: state, store: store)
         state.launcher = Launcher(state: state, persistence: persistence, wakeup: sink.wakeup)
         publisher = Publisher(state: state, persistence: persistence, sink: sink)
