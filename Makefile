@@ -62,8 +62,10 @@ soak: build
 	ACCMON_SOAK_TRIALS=$${SOAK_TRIALS:-500} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
 	  --filter daemonKilledDuringStormsLosesNothing
 
+# The libFuzzer targets, $(FUZZ_SECONDS) each (default 60), from the corpora in Fuzz/corpus/, which they grow
+# (Fuzz/README.md). FUZZ_TARGETS: some of them.
 fuzz: deps
-	@scripts/fuzz.sh $${FUZZ_SECONDS:-60}
+	@FUZZ_BUILD_DIR=$${FUZZ_BUILD_DIR:-$(BUILD_DIR)/fuzz} scripts/fuzz.sh $${FUZZ_SECONDS:-60} $(FUZZ_TARGETS)
 
 clean:
 	rm -rf $(BUILD_DIR) $(PACKAGE_DIR) Fuzz/bin
