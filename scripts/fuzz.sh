@@ -42,6 +42,7 @@ root=$PWD
 # The targets, one a line: name | harness | seed directories (space-separated) | longest input (-max_len).
 all_targets=(
     "protocol-decoder|Fuzz/ProtocolDecoderFuzzer.swift|Fuzz/seeds/protocol-decoder|4096"
+    "udev-monitor-message|Fuzz/UdevMonitorMessageFuzzer.swift|Fuzz/seeds/udev-monitor-message|8192"
     "manifest-parser|Fuzz/ManifestParserFuzzer.swift|Fuzz/seeds/manifest-parser Tests/AccmonManifestTests/Corpus|4096"
 )
 targets=()
