@@ -23,10 +23,10 @@
 #
 # Corpora. Fuzz/corpus/<target>/ is committed: each run starts from it (and from the seeds: Fuzz/seeds/<target>/ and,
 # for the manifest parser, the test suite's Tests/AccmonManifestTests/Corpus/) and writes new finds to a scratch
-# directory; afterwards `-merge=1` keeps, of the old corpus and the new finds, a small set that covers what all of
-# them covered beyond the seeds, and that set replaces Fuzz/corpus/<target>/ (commit it: runs add up). A crashing input
-# is saved in Fuzz/crash-<target>/ (not committed); replay it with `<bin> Fuzz/crash-<target>/crash-…`. Each target's
-# log is in Fuzz/bin/<target>.log.
+# directory; afterwards `-set_cover_merge=1` keeps, of the old corpus and the new finds, a small set that has every
+# coverage feature they have beyond the seeds' (`-merge=1` kept two thirds more files for the same features), and
+# that set replaces Fuzz/corpus/<target>/ (commit it: runs add up). A crashing input is saved in Fuzz/crash-<target>/
+# (not committed); replay it with `<bin> Fuzz/crash-<target>/crash-…`. Each target's log is in Fuzz/bin/<target>.log.
 set -euo pipefail
 
 # All in one function, which bash reads whole before running it: the script can be edited while a long run goes on.
@@ -176,7 +176,7 @@ for target in "${targets[@]}"; do
         for dir in "${seed_dirs[@]}"; do
             for file in "$dir"/*; do [[ -f $file ]] && cp "$file" "$merged/seed-$(basename "$dir")-$(basename "$file")"; done
         done
-        if SWIFT_BACKTRACE=enable=no "$binary" "${options[@]}" -merge=1 "$merged" "$corpus" "$work/new" \
+        if SWIFT_BACKTRACE=enable=no "$binary" "${options[@]}" -set_cover_merge=1 "$merged" "$corpus" "$work/new" \
             >"$work/merge.log" 2>&1; then
             rm -f "$merged"/seed-*
             find "$corpus" -type f -delete
