@@ -114,6 +114,7 @@ private enum ReferenceReading {
 
         var values: [[UInt8]: [UInt8]] = [:]
         var kept = UdevProperties()
+        var devlinks: [String] = []  // the DEVLINKS entries so far
         var start = offset
         var index = 0
         while start < count {
@@ -138,16 +139,23 @@ private enum ReferenceReading {
             if fields.contains(key) {
                 values[key] = value
             } else if let property = properties.first(where: { $0.name == key })?.property {
-                if property == .devlinks, let links = kept[.devlinks] {
-                    var all = links.split(separator: " ").map(String.init)
-                    for link in text(value).split(separator: " ").map(String.init) where !all.contains(link) {
-                        all.append(link)
-                    }
-                    kept[.devlinks] = all.joined(separator: " ")
+                if property == .devlinks {
+                    devlinks.append(text(value))
                 } else {
                     kept[property] = text(value)
                 }
             }
+        }
+        // DEVLINKS: one entry as it came; several, their links, each once, in order.
+        if devlinks.count == 1 {
+            kept[.devlinks] = devlinks[0]
+        } else if devlinks.count > 1 {
+            var all: [Substring] = []
+            var seen = Set<Substring>()
+            for entry in devlinks {
+                for link in entry.split(separator: " ") where seen.insert(link).inserted { all.append(link) }
+            }
+            kept[.devlinks] = all.joined(separator: " ")
         }
         guard let action = values[fields[0]], let devpath = values[fields[1]], let subsystem = values[fields[2]],
             let sequence = values[fields[5]]
