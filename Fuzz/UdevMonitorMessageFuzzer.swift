@@ -170,7 +170,9 @@ private enum ReferenceReading {
             UdevMonitorMessage(
                 action: text(action), devpath: simplified, subsystem: text(subsystem),
                 devtype: values[fields[3]].map(text) ?? "",
-                devnode: values[fields[4]] == nil || devname.hasPrefix("/") ? devname : "/dev/" + devname,
+                // Absolute when its first byte is '/' (as libudev decides; String.hasPrefix compares characters, and
+                // "/" followed by a combining mark is one character).
+                devnode: values[fields[4]] == nil || devname.utf8.first == UInt8(ascii: "/") ? devname : "/dev/" + devname,
                 sequenceNumber: sequenceNumber(sequence)!, properties: kept))
     }
 
