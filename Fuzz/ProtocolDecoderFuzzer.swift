@@ -59,8 +59,8 @@ private func checkOnePassReader(_ line: [UInt8], decoded: Result<ClientMessage, 
     _ = exact.initialize(from: line)
     guard let fast = RequestLineReader.message(UnsafeBufferPointer(exact)) else { return }
     guard case .success(let reference) = codec.decodeClientMessageWithJSONDecoder(line), reference == fast else {
-        violated(
-            "the one-pass reader reads \(fast), JSONDecoder \(codec.decodeClientMessageWithJSONDecoder(line)): \(show(line))")
+        let reference = codec.decodeClientMessageWithJSONDecoder(line)
+        violated("the one-pass reader reads \(fast), JSONDecoder \(reference): \(show(line))")
     }
     guard case .success(fast) = decoded else { violated("decodeClientMessage gave \(decoded), not \(fast)") }
 }

@@ -10,19 +10,18 @@
 #
 # Environment: FUZZ_BUILD_DIR (SwiftPM scratch path, default .build/fuzz), FUZZ_SANITIZERS (default fuzzer,address;
 # `fuzzer` alone builds without AddressSanitizer: three to four times faster, but an out-of-bounds read through an
-# unsafe pointer then goes unseen), FUZZ_MERGE=0 (leave Fuzz/corpus untouched), FUZZ_ARGS (more libFuzzer flags, such as -jobs=2).
+# unsafe pointer then goes unseen), FUZZ_MERGE=0 (leave Fuzz/corpus untouched), FUZZ_ARGS (more libFuzzer flags).
 #
 # How a target is built, and why so. Each target is one file, Fuzz/<Name>Fuzzer.swift, that imports the package's
-# modules like any client of them. SwiftPM builds those modules (and only them: `--target` for each one a harness
-# imports, which builds its dependencies) from Package.swift as they are, in release mode with the coverage
-# instrumentation libFuzzer needs (`--sanitize fuzzer`) and AddressSanitizer, and `-enable-testing` so that a harness
-# may `@testable import` a module to reach an internal helper. The harness is then compiled and linked by swiftc against
-# the modules' interfaces (`<bin>/Modules`) and their object files (`<bin>/<Module>.build/<source>.o`, for the sources
-# `swift package describe` lists for the module and everything it depends on). So the real module boundaries hold:
-# `public`, `package`, `internal` and `fileprivate` mean in a harness what they mean to the rest of accmon, and the
-# package's own settings (language mode, upcoming features, C shims and module maps) are SwiftPM's, not copied here.
-# The fuzz targets are not in Package.swift: a product built with -sanitize=fuzzer there would be built (and linked
-# against libFuzzer's main) by every `swift build`.
+# modules as a client of them does. SwiftPM builds those modules (and only them: `--target` for each module a harness
+# imports, which builds what it depends on) from Package.swift as they are, in release mode, with the coverage
+# instrumentation libFuzzer needs and AddressSanitizer, and with `-enable-testing`. The harness is then compiled and
+# linked by swiftc against the modules' interfaces (`<bin>/Modules`) and their object files
+# (`<bin>/<Module>.build/<source>.o`, for the sources `swift package describe` lists for the module and everything it
+# depends on). So the real module boundaries hold: a plain `import` sees what a client sees, and `@testable import`
+# (as in the package's tests) reaches `package` and `internal` declarations too; and the package's own settings
+# (language mode, upcoming features, C shims and their module maps) are SwiftPM's, not copied here. The targets are
+# not products in Package.swift: every `swift build` would build them, and link them against libFuzzer's `main`.
 #
 # Corpora. Fuzz/corpus/<target>/ is committed: each run starts from it (and from the seeds: Fuzz/seeds/<target>/ and,
 # for the manifest parser, the test suite's Tests/AccmonManifestTests/Corpus/) and writes new finds to a scratch
@@ -40,7 +39,6 @@ duration=${1:-60}
 shift || true
 
 cd "$(dirname "$0")/.."
-root=$PWD
 
 # The targets, one a line: name | harness | seed directories (space-separated) | longest input (-max_len).
 all_targets=(
@@ -65,8 +63,8 @@ swiftc=$(dirname "$swift")/swiftc
 sanitizers=${FUZZ_SANITIZERS:-fuzzer,address}
 [[ ,$sanitizers, == *,fuzzer,* ]] || { echo "fuzz.sh: FUZZ_SANITIZERS must include fuzzer" >&2; exit 2; }
 scratch=${FUZZ_BUILD_DIR:-.build/fuzz}/${sanitizers//,/-}
-# One -sanitize= flag with the whole list: SwiftPM's `--sanitize fuzzer --sanitize address` gives swiftc two, of which it
-# keeps the last (the modules then had no coverage instrumentation, and libFuzzer fuzzed blind).
+# One -sanitize= flag with the whole list: SwiftPM's `--sanitize fuzzer --sanitize address` gives swiftc two, of which
+# it keeps the last (the modules then had no coverage instrumentation, and libFuzzer fuzzed blind).
 clang_sanitizers=${sanitizers/fuzzer/fuzzer-no-link}
 spm_flags=(-c release --scratch-path "$scratch" -Xswiftc -enable-testing -Xswiftc "-sanitize=$sanitizers"
     -Xcc "-fsanitize=$clang_sanitizers")
@@ -109,7 +107,8 @@ for name in sorted(seen):
         print("flag -Xcc\nflag -fmodule-map-file=" + os.path.join(build, "module.modulemap"))
         print("flag -Xcc\nflag -I" + os.path.join(description["path"], target["path"], "include"))
     elif target["module_type"] == "SystemLibraryTarget":
-        print("flag -Xcc\nflag -fmodule-map-file=" + os.path.join(description["path"], target["path"], "module.modulemap"))
+        module_map = os.path.join(description["path"], target["path"], "module.modulemap")
+        print("flag -Xcc\nflag -fmodule-map-file=" + module_map)
 ' "$description" "$1"
 }
 
@@ -163,7 +162,8 @@ for target in "${targets[@]}"; do
         echo "== $name: running the $(find "$corpus" -type f | wc -l) inputs of $corpus and those of ${seed_dirs[*]}"
     else
         length=(-max_total_time="$duration")
-        echo "== $name: fuzzing for ${duration}s from $corpus ($(find "$corpus" -type f | wc -l) inputs) and ${seed_dirs[*]}"
+        echo "== $name: fuzzing for ${duration}s from $corpus ($(find "$corpus" -type f | wc -l) inputs)" \
+            "and ${seed_dirs[*]}"
     fi
     status=0
     start=$(date +%s)
@@ -172,7 +172,8 @@ for target in "${targets[@]}"; do
     # where the bad access was, and replaying the input with ASAN_OPTIONS= adds where the memory was allocated.
     # shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
     ASAN_OPTIONS=${ASAN_OPTIONS-malloc_context_size=0} SWIFT_BACKTRACE=${SWIFT_BACKTRACE:-enable=no} \
-        "$binary" "${options[@]}" "${length[@]}" ${FUZZ_ARGS:-} -print_final_stats=1 -artifact_prefix="Fuzz/crash-$name/" \
+        "$binary" "${options[@]}" "${length[@]}" ${FUZZ_ARGS:-} -print_final_stats=1 \
+        -artifact_prefix="Fuzz/crash-$name/" \
         "$work/new" "$corpus" "${seed_dirs[@]}" >"$log" 2>&1 || status=$?
     elapsed=$(($(date +%s) - start))
     executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -183,7 +184,9 @@ for target in "${targets[@]}"; do
         merged=$work/merged
         mkdir -p "$merged"
         for dir in "${seed_dirs[@]}"; do
-            for file in "$dir"/*; do [[ -f $file ]] && cp "$file" "$merged/seed-$(basename "$dir")-$(basename "$file")"; done
+            for file in "$dir"/*; do
+                [[ -f $file ]] && cp "$file" "$merged/seed-$(basename "$dir")-$(basename "$file")"
+            done
         done
         if SWIFT_BACKTRACE=enable=no "$binary" "${options[@]}" -set_cover_merge=1 "$merged" "$corpus" "$work/new" \
             >"$work/merge.log" 2>&1; then
