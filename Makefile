@@ -103,8 +103,10 @@ soak: build
 	  ACCMON_FLEET_STOPPED=10 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
 	  --filter aFleetThroughOneBrokerShowsEveryHostsTruth
 
+# The libFuzzer targets, $(FUZZ_SECONDS) each (default 60), from the corpora in Fuzz/corpus/, which they grow
+# (Fuzz/README.md). FUZZ_TARGETS: some of them.
 fuzz: deps
-	@scripts/fuzz.sh $${FUZZ_SECONDS:-60}
+	@FUZZ_BUILD_DIR=$${FUZZ_BUILD_DIR:-$(BUILD_DIR)/fuzz} scripts/fuzz.sh $${FUZZ_SECONDS:-60} $(FUZZ_TARGETS)
 
 clean:
 	rm -rf $(BUILD_DIR) $(PACKAGE_DIR) Fuzz/bin

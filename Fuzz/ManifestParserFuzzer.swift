@@ -1,9 +1,5 @@
 // libFuzzer target for the manifest: bytes → PositionedJSON → Manifest.parse → formatted, and the glob matcher.
-//
-// Built by scripts/fuzz.sh together with the AccmonCore sources (one module, so internal helpers are visible and no
-// package build is needed):
-//   swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name Fuzz_manifest_parser \
-//       Sources/AccmonCore/*.swift Fuzz/ManifestParserFuzzer.swift -o Fuzz/bin/manifest-parser-fuzzer
+// Built and run by scripts/fuzz.sh (`make fuzz`), against the AccmonJSON and AccmonManifest modules.
 //
 // The input is split at 0x1E (record separator) into up to four manifest files. Besides "does not crash", it checks,
 // and traps on a violation:
@@ -16,6 +12,9 @@
 //   authentication agrees with the first matching entry;
 // - the glob matcher agrees with glibc's fnmatch(3) on ASCII patterns it accepts.
 
+@testable import AccmonJSON  // firstInvalidUTF8Offset
+@testable import AccmonManifest  // GlobPattern.tokens
+import AccmonProtocol
 import FoundationEssentials
 import Glibc
 

@@ -1,18 +1,19 @@
-// libFuzzer target for the client side of the protocol: bytes → LineFramer → ProtocolCodec.decodeClientMessage.
-//
-// Built by scripts/fuzz.sh together with the AccmonCore sources (one module, so no package build is needed):
-//   swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name FuzzProtocol \
-//       Sources/AccmonCore/*.swift Fuzz/ProtocolDecoderFuzzer.swift -o Fuzz/bin/protocol-decoder-fuzzer
+// libFuzzer target for the client side of the protocol: bytes → LineFramer → ProtocolCodec.decodeClientMessage, the
+// decoder accmond runs on every line a client sends. Built and run by scripts/fuzz.sh (`make fuzz`), against the
+// AccmonProtocol module (`@testable`: it calls the decoder's two paths apart).
 //
 // Besides "does not crash", it checks, and traps (preconditionFailure) on a violation:
+// - the one-pass reader (RequestLineReader, over unsafe pointers: it gets each line in a buffer of exactly the line's
+//   size, so AddressSanitizer sees a read past its end) returns only what JSONDecoder reads from the same line;
 // - every decoded message re-encodes to one line that decodes to the same message, and encodes the same again;
-// - every refusal has a known code and a message of the form `context: object: reason`, and the error reply
-//   carrying it round-trips as a server message;
+// - every refusal has a known code and a message of the form `context: object: reason`, and the error reply carrying
+//   it is one line, byte for byte what JSONEncoder writes for it;
 // - framing does not depend on how the stream is cut into chunks, and reports a too-long line once.
+//
+// What a run costs goes to the decoder: each check above costs at most one more JSON coding of the line.
 
-#if canImport(Glibc)
+@testable import AccmonProtocol
 import Glibc
-#endif
 
 /// Crashes the run: the input that got here is a finding.
 private func violated(_ message: String) -> Never {
@@ -38,7 +39,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var framer = LineFramer()
     for item in framer.append(input + [0x0A]) {
         guard case .line(let line) = item else { continue }
-        switch codec.decodeClientMessage(line) {
+        let decoded = codec.decodeClientMessage(line)
+        checkOnePassReader(line, decoded: decoded)
+        switch decoded {
         case .success(let message):
             checkRoundTrip(message, codec: codec, from: line)
         case .failure(let failure):
@@ -46,6 +49,20 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         }
     }
     return 0
+}
+
+/// The one-pass reader either leaves the line to JSONDecoder or reads what JSONDecoder reads; and what it reads is
+/// what `decodeClientMessage` returns.
+private func checkOnePassReader(_ line: [UInt8], decoded: Result<ClientMessage, ClientDecodingFailure>) {
+    let exact = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: line.count)
+    defer { exact.deallocate() }
+    _ = exact.initialize(from: line)
+    guard let fast = RequestLineReader.message(UnsafeBufferPointer(exact)) else { return }
+    guard case .success(let reference) = codec.decodeClientMessageWithJSONDecoder(line), reference == fast else {
+        let reference = codec.decodeClientMessageWithJSONDecoder(line)
+        violated("the one-pass reader reads \(fast), JSONDecoder \(reference): \(show(line))")
+    }
+    guard case .success(fast) = decoded else { violated("decodeClientMessage gave \(decoded), not \(fast)") }
 }
 
 private func checkRoundTrip(_ message: ClientMessage, codec: ProtocolCodec, from line: [UInt8]) {
@@ -70,17 +87,58 @@ private func checkFailure(_ failure: ClientDecodingFailure, codec: ProtocolCodec
     guard decodingCodes.contains(failure.error.code) else {
         violated("unexpected code \(failure.error.code) for \(show(line))")
     }
-    let parts = failure.error.message.split(separator: ": ", maxSplits: 2, omittingEmptySubsequences: false)
-    guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty, !parts[2].isEmpty else {
+    guard isContextObjectReason(failure.error.message) else {
         violated("message not 'context: object: reason': \(failure.error.message) for \(show(line))")
     }
-    // The daemon sends the error back: that line must itself be one line that decodes to the same reply.
+    // The daemon sends the error back, written directly (ReplyLineWriter), as one line: the line JSONEncoder writes.
     let reply = ServerMessage.error(id: failure.id, failure.error)
     let encoded = codec.encode(reply)
-    guard encoded.last == 0x0A, !encoded.dropLast().contains(0x0A),
-        (try? codec.decodeServerMessage(encoded.dropLast())) == reply
-    else {
-        violated("error reply does not round-trip: \(show(encoded))")
+    guard encoded.last == 0x0A, !encoded.dropLast().contains(0x0A) else {
+        violated("error reply is not one line: \(show(encoded))")
+    }
+    // JSONEncoder costs twice the decoding of the line: it is asked only when a string needs escaping, the case that
+    // takes more than copying bytes. Otherwise the line is the documented shape with the strings as they are.
+    let expected = plainErrorReply(failure) ?? codec.encodeWithJSONEncoder(reply)
+    guard encoded == expected else { violated("error reply \(show(encoded)) is not \(show(expected))") }
+}
+
+/// `{"code":…,"id":…,"message":…,"type":"error"}` and a newline, when its strings are printable ASCII without `"` or
+/// `\`, which JSON writes as they are (and JSONEncoder too, slashes unescaped); `nil` otherwise.
+private func plainErrorReply(_ failure: ClientDecodingFailure) -> [UInt8]? {
+    func plain(_ text: String) -> [UInt8]? {
+        let bytes = Array(text.utf8)
+        let isPlain = bytes.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+        return isPlain ? [UInt8(ascii: "\"")] + bytes + [UInt8(ascii: "\"")] : nil
+    }
+    guard let code = plain(failure.error.code.rawValue), let message = plain(failure.error.message) else { return nil }
+    var line = Array(#"{"code":"#.utf8) + code
+    switch failure.id {
+    case nil: break
+    case .number(let number)?: line += Array(#","id":\#(number)"#.utf8)
+    case .string(let text)?:
+        guard let id = plain(text) else { return nil }
+        line += Array(#","id":"#.utf8) + id
+    }
+    return line + Array(#","message":"#.utf8) + message + Array(#","type":"error"}"#.utf8) + [0x0A]
+}
+
+/// Whether `message` is `context: object: reason`, none of the three empty. Over its UTF-8 bytes: String's generic
+/// `split(separator:)` on a substring cost more than decoding the line.
+private func isContextObjectReason(_ message: String) -> Bool {
+    var message = message
+    return message.withUTF8 { bytes in
+        var separators: [Int] = []
+        var index = 0
+        while separators.count < 2, index + 1 < bytes.count {
+            if bytes[index] == UInt8(ascii: ":") && bytes[index + 1] == UInt8(ascii: " ") {
+                separators.append(index)
+                index += 2
+            } else {
+                index += 1
+            }
+        }
+        guard separators.count == 2 else { return false }
+        return separators[0] > 0 && separators[1] > separators[0] + 2 && separators[1] + 2 < bytes.count
     }
 }
 

@@ -114,6 +114,7 @@ public struct UdevMonitorMessage: Sendable, Hashable {
         var devtype = ""
         var devnode = ""
         var properties = UdevProperties()
+        var links: LinkUnion?
         let bytes = block.bindMemory(to: UInt8.self)
         let keys = UdevMessageKey.table
         var start = 0
@@ -158,11 +159,12 @@ public struct UdevMonitorMessage: Sendable, Hashable {
                 sequence = number
             case .property(.devlinks):
                 // libudev keeps the links of every DEVLINKS entry, each once.
-                properties[.devlinks] = properties[.devlinks].map { joinedLinks($0, text(value)) } ?? text(value)
+                if links == nil { links = LinkUnion(text(value)) } else { links!.add(text(value)) }
             case .property(let property):
                 properties[property] = text(value)
             }
         }
+        properties[.devlinks] = links?.value
         guard let action, let devpath, let subsystem, let sequence else {
             return .failure(.init("it lacks DEVPATH, SUBSYSTEM, ACTION or SEQNUM"))
         }
@@ -175,11 +177,29 @@ public struct UdevMonitorMessage: Sendable, Hashable {
                 sequenceNumber: sequence, properties: properties))
     }
 
-    /// The space-separated links of `first`, then those of `second` that `first` does not have.
-    private static func joinedLinks(_ first: String, _ second: String) -> String {
-        var links = first.split(separator: " ")
-        for link in second.split(separator: " ") where !links.contains(link) { links.append(link) }
-        return links.joined(separator: " ")
+    /// The links of a message's DEVLINKS entries: the first entry as it came or, once another comes, the space-separated
+    /// links of all of them, each once, in order. Each entry is split once and looked up in a set: re-splitting the
+    /// links so far and searching them for each new one made a datagram of thousands of entries cost seconds.
+    private struct LinkUnion {
+        private let first: String
+        private var links: [Substring]?
+        private var seen: Set<Substring> = []
+
+        init(_ first: String) { self.first = first }
+
+        mutating func add(_ entry: String) {
+            if links == nil {
+                links = []
+                insert(first)
+            }
+            insert(entry)
+        }
+
+        private mutating func insert(_ entry: String) {
+            for link in entry.split(separator: " ") where seen.insert(link).inserted { links!.append(link) }
+        }
+
+        var value: String { links?.joined(separator: " ") ?? first }
     }
 
     /// A `DEVPATH` as libudev keeps it (repeated slashes, `.` components and a trailing slash removed), or `nil`
