@@ -4,7 +4,17 @@ use_shipped_service() { systemctl is-active -q accmond.service || accmon list >/
 use_shipped_service
 status_text=$(prop accmond.service StatusText)
 check "StatusText= is accmond's STATUS= line ('$status_text')" grep -qE '^Serving [0-9]+ clients?; [0-9]+ accessor' <<<"$status_text"
-status_shows_it() { systemctl status --no-pager accmond.service | grep -qF "Status: \"$status_text\""; }
+# The line changes as clients come and go (the 'accmon list' above may still be leaving): compare systemctl's view
+# with StatusText= read just before it, a few times, rather than with the value read above.
+status_shows_it() {
+    local current
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        current=$(prop accmond.service StatusText)
+        systemctl status --no-pager accmond.service | grep -qF "Status: \"$current\"" && return 0
+        sleep 0.2
+    done
+    return 1
+}
 check "systemctl status accmond shows it" status_shows_it
 
 # Hold the main process before it becomes accmond: systemd has started it, but only accmond's READY=1 may make the
