@@ -3,11 +3,11 @@
 
 Each phase has a fresh release `accmond --simulate --no-udev --max-output-bytes 8 MiB` (the soak's budget) with a
 state directory holding 16 of root's preserved sessions (restore ids of 200 bytes) and 10 connected accessories, so
-that the state file is not trivial (about 150 KB: each preserved session keeps the accessories it knew). Root's healthy subscriber (a raw socket: hello with a restore id, subscribe,
-`ack` every 64 events) and root's plugger connect; after 200 warm-up events the attack starts, as `nobody` through
-setpriv(1) (Tests/tools/hostile_client.py), and for --attack-seconds the plugger toggles accessories with `simulate`
-requests, one every --interval-ms. Latency: from just before the request is written until the subscriber's read
-returns the event.
+that the state file is not trivial (about 200 KB: each preserved session keeps the accessories it knew). Root's
+healthy subscriber (a raw socket: hello with a restore id, subscribe, `ack` every 64 events) and root's plugger
+connect; after a second of warm-up events the attack starts, as `nobody` through setpriv(1)
+(Tests/tools/hostile_client.py), and for --attack-seconds the plugger toggles accessories with `simulate` requests, one
+every --interval-ms. Latency: from just before the request is written until the subscriber's read returns the event.
 
 Phases (the attack, repeated until the phase ends unless it holds its connections):
   unattacked  none
@@ -267,16 +267,16 @@ def drive(healthy, plugger, seconds, interval_ns, label):
     while time.monotonic_ns() < deadline:
         index += 1
         if len(connected) < 8 or index % 2 == 0:
-            serial = f"{label}-{index}"
-            request = simulate_connect(serial, index)
-            wanted = lambda event: event.get("type") == "connect" and event["accessory"].get("serialNumber") == serial  # noqa: E731,E501
+            request = simulate_connect(f"{label}-{index}", index)
+            wanted = ("connect", "serialNumber", f"{label}-{index}")
         else:
             gone = connected.pop(0)
             request = {"type": "simulate", "id": index, "action": "disconnect", "connectionID": gone}
-            wanted = lambda event: event.get("type") == "disconnect" and event["accessory"].get("connectionID") == gone  # noqa: E731,E501
+            wanted = ("disconnect", "connectionID", gone)
         sent = time.monotonic_ns()
         plugger.send(request)
-        while (event := healthy.read()) is not None and not wanted(event):
+        while (event := healthy.read()) is not None and not (
+                event.get("type") == wanted[0] and event["accessory"].get(wanted[1]) == wanted[2]):
             pass
         received = time.monotonic_ns()
         if event is None:

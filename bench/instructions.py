@@ -9,7 +9,8 @@ usage: bench/instructions.py BIN_DIR TOOLS_DIR CLIENT [--small 1000] [--large 40
 Runs bench/udev_stream.py twice with `--only burst` (a burst of SMALL events, then one of LARGE), each time with
 accmond and udevadm under `valgrind --tool=callgrind` (accmond from a copy stripped with `strip -g`: valgrind cannot
 read the Swift toolchain's debug information). Start-up, the testbed's coldplug and the warm-up events are the same
-in both runs, so (instructions of the large run − those of the small run) ÷ (LARGE − SMALL) is the cost of one event:
+in both runs, so (instructions of the large run − those of the small run) ÷ (LARGE − SMALL) is the cost of one
+event:
 for accmond a USB device's add or remove received from the monitor, classified, authenticated, published to one
 `accmon watch`; for udevadm the same event received (libudev's `udev_monitor_receive_device`) and printed as one
 line. System calls count as the instructions that enter them; the kernel's work is not counted.
