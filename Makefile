@@ -112,6 +112,10 @@ clean:
 	rm -rf $(BUILD_DIR) $(PACKAGE_DIR) Fuzz/bin
 
 # Benchmarks, never part of `make test`: one JSON line per measurement (bench/README.md). BENCH_SUITES, BENCH_REPEATS.
-.PHONY: bench
+# bench-ab: two revisions side by side, A=REV B=REV [ROUNDS=3] (bench/ab.sh).
+.PHONY: bench bench-ab
 bench:
 	@bench/run.sh
+
+bench-ab:
+	@bench/ab.sh $(A) $(B) $(or $(ROUNDS),3)

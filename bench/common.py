@@ -32,12 +32,17 @@ def raise_fd_limit():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def accmond_help(bin_dir):
+    """accmond's --help text: what this build's accmond accepts (older builds lack newer options)."""
+    return subprocess.run([os.path.join(bin_dir, "accmond"), "--help"], capture_output=True, text=True).stdout
+
+
 def accmond_arguments(bin_dir, work):
-    """The options every bench gives accmond besides the socket: a state directory in `work`, and (when this accmond
-    has a manifest) a manifest that allows the bench's accessories (vendor 1209) and an empty drop-in directory."""
+    """The options every bench gives accmond besides the socket: a state directory in `work` (without one accmond
+    uses /var/lib/accmon), and (when this accmond has a manifest) a manifest that allows the bench's accessories
+    (vendor 1209) and an empty drop-in directory."""
     arguments = ["--state-dir", os.path.join(work, "state")]
-    help_text = subprocess.run([os.path.join(bin_dir, "accmond"), "--help"], capture_output=True, text=True).stdout
-    if "--manifest" in help_text:
+    if "--manifest" in accmond_help(bin_dir):
         manifest = os.path.join(work, "manifest.json")
         with open(manifest, "w") as out:
             json.dump({"version": 1, "accessories": [{"name": "bench", "match": {"id": "1209:*"}}]}, out)

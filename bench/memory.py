@@ -11,7 +11,7 @@ Usage: memory.py BIN_DIR [--clients 1000] [--preserved 1000] [--repeats R] [--sk
 import argparse, json, os, shutil, socket, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import accmond_arguments, emit, median, raise_fd_limit, rss_kib, stop, wait_for_socket  # noqa: E402
+from common import accmond_arguments, accmond_help, emit, median, raise_fd_limit, rss_kib, stop, wait_for_socket  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("bin_dir")
@@ -25,10 +25,12 @@ raise_fd_limit()
 
 def start(work):
     path = os.path.join(work, "accmon.sock")
+    limits = ["--max-preserved", str(max(1024, options.preserved))]
+    if "--max-preserved-per-user" in accmond_help(options.bin_dir):  # all the bench's sessions are root's
+        limits += ["--max-preserved-per-user", str(max(1024, options.preserved))]
     daemon = subprocess.Popen(
-        [f"{options.bin_dir}/accmond", "--socket", path, "--simulate", "--no-udev", "--log-level", "warning",
-         "--max-preserved", str(max(1024, options.preserved))] + accmond_arguments(options.bin_dir, work),
-        stderr=subprocess.DEVNULL)
+        [f"{options.bin_dir}/accmond", "--socket", path, "--simulate", "--no-udev", "--log-level", "warning"]
+        + limits + accmond_arguments(options.bin_dir, work), stderr=subprocess.DEVNULL)
     wait_for_socket(path)
     return daemon, path
 
@@ -110,6 +112,8 @@ for repeat in range(options.repeats):
                 if preserved >= options.preserved:
                     break
                 time.sleep(0.1)
+            if preserved < options.preserved:
+                raise SystemExit(f"memory: accmond preserved {preserved} of {options.preserved} sessions")
             with_preserved = settled_rss(daemon.pid)
         finally:
             stop(daemon)

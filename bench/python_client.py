@@ -22,7 +22,7 @@ Receivers go in a rotated order in each repeat. One JSON line per receiver and r
 with the medians and the ratios to accmon-watch's.
 
 Usage: python_client.py BIN_DIR TOOLS_DIR [--burst 20000] [--latency-events 500] [--interval-ms 2] [--repeats 3]
-       [--receivers accmon-watch,python-watch,python-async,python-blocking,python-session]
+       [--receivers accmon-watch,python-watch,python-async,python-blocking,python-session] [--python-source DIR]
 """
 import argparse, json, os, shutil, socket, subprocess, sys, tempfile, threading, time
 
@@ -42,10 +42,11 @@ parser.add_argument("--latency-events", type=int, default=500)
 parser.add_argument("--interval-ms", type=float, default=2.0)
 parser.add_argument("--repeats", type=int, default=3)
 parser.add_argument("--receivers", default=",".join(RECEIVERS))
+parser.add_argument("--python-source", default=PYTHON_SOURCE, help="the accmon package's source (clients/python/src)")
 options = parser.parse_args()
 receivers = options.receivers.split(",")
 total = WARM_UP + options.latency_events + options.burst
-environment = dict(os.environ, PYTHONPATH=PYTHON_SOURCE, PYTHONDONTWRITEBYTECODE="1", NO_COLOR="1")
+environment = dict(os.environ, PYTHONPATH=options.python_source, PYTHONDONTWRITEBYTECODE="1", NO_COLOR="1")
 
 
 def request(serial):

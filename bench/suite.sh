@@ -1,0 +1,63 @@
+#!/bin/bash
+# One bench suite against one build: `make bench` (run.sh) and the side-by-side tool (ab.sh) both run suites here,
+# so that both measure the same way.
+#
+#   bench/suite.sh run SUITE BIN_DIR TOOLS_DIR CLIENT SOURCE_DIR
+#       runs SUITE with the binaries in BIN_DIR (accmond, accmon, accmon-mqtt), the compiled tools in TOOLS_DIR, the
+#       bench's AccmonClient app CLIENT, and SOURCE_DIR the source tree of that build (its Python client); one JSON
+#       line per measurement on stdout
+#   bench/suite.sh supports SUITE BIN_DIR SOURCE_DIR
+#       exit status 0 when that build has what SUITE needs (an older revision may lack a binary, a flag or the Python
+#       client); otherwise says what is missing on stderr and exits 1
+#
+# Environment: BENCH_REPEATS (default 3; fan-out at least 11, start-up at least 5), BENCH_FANOUT_COUNTS (default
+# 1,10,100,1000), BENCH_MQTT_OUTAGE (seconds, default 600), BENCH_HOSTILE_SECONDS (seconds per attack, default 20).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+SUITES="stream fanout memory startup instructions sysfs python mqtt hostile"
+
+supports() {
+    local suite=$1 bin=$2 source=$3
+    case $suite in
+        stream|fanout|memory|startup|instructions|sysfs) [ -x "$bin/accmond" ] && [ -x "$bin/accmon" ] ;;
+        python) [ -d "$source/clients/python/src/accmon" ] || { echo "no clients/python in $source" >&2; return 1; } ;;
+        mqtt) [ -x "$bin/accmon-mqtt" ] || { echo "no accmon-mqtt in $bin" >&2; return 1; } ;;
+        hostile)
+            # The attacks need the limits of issue 21 (without them accmond has no answer to the fd-limit attack).
+            "$bin/accmond" --help 2>&1 | grep -q -- '--max-connections-per-user' \
+                || { echo "$bin/accmond has no --max-connections-per-user" >&2; return 1; } ;;
+        *) echo "bench: unknown suite '$suite' ($SUITES)" >&2; return 1 ;;
+    esac
+}
+
+run() {
+    local suite=$1 bin=$2 tools=$3 client=$4 source=$5
+    local repeats=${BENCH_REPEATS:-3}
+    case $suite in
+        stream) /usr/bin/python3 "$here/udev_stream.py" "$bin" "$tools" "$client" --repeats "$repeats" ;;
+        fanout) /usr/bin/python3 "$here/fanout.py" "$bin" "$tools" --repeats "$(( repeats > 11 ? repeats : 11 ))" \
+                    --counts "${BENCH_FANOUT_COUNTS:-1,10,100,1000}" ;;
+        memory) /usr/bin/python3 "$here/memory.py" "$bin" --repeats "$repeats" ;;
+        startup) /usr/bin/python3 "$here/startup.py" "$bin" --repeats "$(( repeats > 5 ? repeats : 5 ))" ;;
+        instructions) /usr/bin/python3 "$here/instructions.py" "$bin" "$tools" "$client" ;;
+        sysfs) /usr/bin/python3 "$here/sysfs_read.py" "$tools" --repeats "$repeats" ;;
+        python) /usr/bin/python3 "$here/python_client.py" "$bin" "$tools" --repeats "$repeats" \
+                    --python-source "$source/clients/python/src" ;;
+        mqtt) /usr/bin/python3 "$here/mqtt.py" "$bin" "$tools" --repeats "$repeats" \
+                  --outage-seconds "${BENCH_MQTT_OUTAGE:-600}" ;;
+        hostile) /usr/bin/python3 "$here/hostile.py" "$bin" --attack-seconds "${BENCH_HOSTILE_SECONDS:-20}" ;;
+        *) echo "bench: unknown suite '$suite' ($SUITES)" >&2; return 64 ;;
+    esac
+}
+
+command=${1:-}
+shift || true
+case $command in
+    run) [ $# -eq 5 ] || { echo "usage: bench/suite.sh run SUITE BIN_DIR TOOLS_DIR CLIENT SOURCE_DIR" >&2; exit 64; }
+         supports "$1" "$2" "$5" || exit 1
+         run "$@" ;;
+    supports) [ $# -eq 3 ] || { echo "usage: bench/suite.sh supports SUITE BIN_DIR SOURCE_DIR" >&2; exit 64; }
+              supports "$@" ;;
+    list) echo "$SUITES" ;;
+    *) echo "usage: bench/suite.sh run|supports|list ..." >&2; exit 64 ;;
+esac

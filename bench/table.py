@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+"""The results table of bench/README.md, from one `make bench` run's JSON lines: one row per measurement, from the
+suites' summary lines (medians over the repeats) and, for the hostile suite, its per-phase lines.
+
+Usage: table.py FILE
+"""
+import json, sys
+
+
+def load(path):
+    with open(path) as source:
+        return [json.loads(line) for line in source if line.startswith("{")]
+
+
+def find(records, bench, **fields):
+    for record in records:
+        if record.get("bench") == bench and all(record.get(k) == v for k, v in fields.items()):
+            return record
+    return None
+
+
+def n(value, digits=0):
+    if value is None:
+        return "–"
+    if isinstance(value, float) and digits:
+        return f"{value:,.{digits}f}"
+    return f"{round(value):,}" if abs(value) >= 10 or not digits else f"{value:.{digits}f}"
+
+
+def ratio(value):
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def met(value):
+    return "" if value is None else ("yes" if value else "no")
+
+
+def rows(records):
+    out = []
+
+    def add(*cells):
+        out.append("| " + " | ".join(str(c) for c in cells) + " |")
+
+    receivers = [("accmon-watch", "`accmon watch --json`"), ("accmon-client-handler", "AccmonClient app, handler"),
+                 ("accmon-client-executor", "AccmonClient app, `for try await` on the reader executor"),
+                 ("accmon-client", "AccmonClient app, `for try await` on the main actor"),
+                 ("relay", "minimal relay `tools/relay.c`")]
+    for tool, label in receivers:
+        r = find(records, "latency-summary", tool=tool)
+        if r:
+            relay = (f"; relay {ratio(r.get('relay_ratio_p50'))} / {ratio(r.get('relay_ratio_p99'))}"
+                     if "relay_ratio_p50" in r else "")
+            add(f"latency p50 / p99, {label} (stream)", f"{n(r['p50_us'])} / {n(r['p99_us'])} µs",
+                f"udevadm {n(r['baseline_p50_us'])} / {n(r['baseline_p99_us'])} µs",
+                f"{ratio(r['ratio_p50'])} / {ratio(r['ratio_p99'])}{relay}",
+                "≤ 1.3× / ≤ 1.5×" if tool != "relay" else "", met(r["meets_target"]) if tool != "relay" else "")
+    for size in (5000, 50000):
+        r = find(records, "burst-summary", tool="accmon-watch", events=size)
+        if r:
+            add(f"burst {size:,}: events/s to `accmon watch`; lost; CPU µs per event, accmond + watch (stream)",
+                f"{n(r['events_per_s'])}; {r['lost']}; {n(r['cpu_us_per_event'], 1)}",
+                f"udevadm {n(r['baseline_events_per_s'])}; {r['baseline_lost']}; "
+                f"{n(r['baseline_cpu_us_per_event'], 1)}", ratio(r["ratio_rate"]), "≥ 0.8×; 0; ≤ 25 µs",
+                met(r["meets_target"]))
+    fanout = {r["subscribers"]: r for r in records if r.get("bench") == "fanout-summary"}
+    for count, r in sorted(fanout.items()):
+        add(f"fan-out {count:,}: deliveries/s (fanout)", n(r["deliveries_per_s"]),
+            f"minimal sender {n(r['baseline_deliveries_per_s'])}", f"{r['ratio_deliveries']:.2f}", "≥ 0.7",
+            met(r["meets_target"]))
+    if fanout:
+        counts = sorted(fanout)
+        join = lambda key, digits=0: " / ".join(n(fanout[c][key], digits) for c in counts)  # noqa: E731
+        label = " / ".join(f"{c:,}" for c in counts)
+        add(f"fan-out {label}: time until the last subscriber has a single event, p50 (fanout)",
+            join("last_subscriber_p50_us") + " µs", join("baseline_last_subscriber_p50_us") + " µs",
+            " / ".join(f"{fanout[c]['ratio_last_subscriber_p50']:.1f}" for c in counts) + "×", "", "")
+        add(f"fan-out {label}: the server's CPU per single event (fanout)",
+            join("server_cpu_us_per_single_event") + " µs",
+            "minimal sender " + join("baseline_server_cpu_us_per_single_event") + " µs", "", "", "")
+        add(f"fan-out {label}: the server's CPU per event back to back (fanout)",
+            join("server_cpu_us_per_burst_event", 2) + " µs",
+            "minimal sender " + join("baseline_server_cpu_us_per_burst_event", 2) + " µs", "", "", "")
+    r = find(records, "memory-summary")
+    if r:
+        add("memory: RSS idle / per idle subscribed client (1,000) / per preserved session (1,000) (memory)",
+            f"{n(r['rss_idle_kib'])} KiB / {r['per_client_kib']:.2f} KiB / {r['per_preserved_session_kib']:.2f} KiB",
+            "", "", "", "")
+    r = find(records, "memory-suspended-summary")
+    if r:
+        add("memory: 100 suspended clients, 100,000 events over 50 accessories (memory)",
+            f"{n(r['rss_first_sample_kib'])} → {n(r['rss_last_sample_kib'])} KiB "
+            f"({r['growth_after_first_sample_kib']:+,} KiB); max queue {r['max_queue']} of bound {r['queue_bound']}",
+            "", "", "flat", met(r["flat"]))
+    r = find(records, "startup-summary")
+    if r:
+        add(f"start-up, {r['devices']:,} devices at coldplug: `READY=1` / all listed; stop (startup)",
+            f"{r['ready_seconds']:.3f} / {r['all_listed_seconds']:.3f} s; {r['stop_seconds']:.3f} s", "", "", "", "")
+    r = find(records, "instructions")
+    if r:
+        add("instructions per udev event (instructions)", f"accmond {n(r['instructions_per_event'])}",
+            f"udevadm {n(r['baseline_instructions_per_event'])}", ratio(r["ratio"]), "", "")
+    requests = {r["subscribers"]: r for r in records if r.get("bench") == "instructions-request"}
+    if requests:
+        add("instructions per `simulate` request at " + " / ".join(f"{c}" for c in sorted(requests))
+            + " subscribers (instructions)", " / ".join(n(requests[c]["instructions_per_request"])
+                                                        for c in sorted(requests)), "", "", "", "")
+    r = find(records, "sysfs-read-summary")
+    if r:
+        add("one sysfs attribute read, warm: umockdev testbed / real sysfs (sysfs)", f"{r['us_per_read']:.2f} µs",
+            f"real sysfs {r['baseline_us_per_read']:.2f} µs", ratio(r["ratio"]), "", "")
+    for r in (x for x in records if x.get("bench") == "python-client-summary" and x["tool"] != "accmon-watch"):
+        add(f"Python client `{r['tool']}`: events/s; latency p50 / p99; CPU µs per event (python)",
+            f"{n(r['events_per_s'])}; {n(r['latency_p50_us'])} / {n(r['latency_p99_us'])} µs; "
+            f"{n(r['receiver_cpu_us_per_event'], 1)}",
+            f"accmon watch {n(r['baseline_events_per_s'])}; {n(r['baseline_latency_p50_us'])} / "
+            f"{n(r['baseline_latency_p99_us'])} µs; {n(r['baseline_receiver_cpu_us_per_event'], 1)}",
+            f"{r['ratio_events_per_s']:.2f} (rate), {ratio(r['ratio_latency_p50'])} (p50)", "", "")
+    r = find(records, "mqtt-latency-summary")
+    if r:
+        add("MQTT: plug → subscriber through accmond, the bridge and mosquitto, p50 / p99 (mqtt)",
+            f"{n(r['p50_us'])} / {n(r['p99_us'])} µs (accmon watch {n(r['accmon_watch_p50_us'])} / "
+            f"{n(r['accmon_watch_p99_us'])} µs)", f"mosquitto_pub → sub {n(r['baseline_p50_us'])} / "
+            f"{n(r['baseline_p99_us'])} µs", f"{r['ratio_p50_us']:.2f}× / {r['ratio_p99_us']:.2f}×", "", "")
+    r = find(records, "mqtt-sustained-summary")
+    if r:
+        add("MQTT sustained: events/s; lost; CPU µs per event, bridge / accmond (mqtt)",
+            f"{n(r['events_per_s'])}; {r['lost']}; {n(r['bridge_cpu_us_per_event'])} / "
+            f"{n(r['accmond_cpu_us_per_event'])}", f"mosquitto_pub → sub {n(r['baseline_events_per_s'])} msg/s",
+            f"{r['events_per_s'] / r['baseline_events_per_s']:.2f}×", "", "")
+    r = find(records, "mqtt-outage")
+    if r:
+        add(f"MQTT: bridge RSS through a {n(r['seconds'])} s broker outage, {n(r['events'])} events; restart → "
+            "`accmon list --broker` equals the truth (mqtt)",
+            f"{n(r['bridge_rss_kib_first'])} → max {n(r['bridge_rss_kib_max'])} KiB "
+            f"({r['growth_after_first_sample_percent']:+.1f} %); {r['converged_seconds_after_restart']} s", "", "",
+            "flat", met(r["flat"]))
+    for r in (x for x in records if x.get("bench") == "hostile"):
+        add(f"hostile `{r['phase']}`: healthy p50 / p99; RSS peak; CPU/s; log B/min; state B/event (hostile)",
+            f"{n(r['p50_us'])} / {n(r['p99_us'])} µs; {n(r['rss_peak_kib'])} KiB; {r['cpu_per_second']:.2f}; "
+            f"{n(r['log_bytes_per_minute'])}; {n(r['state_bytes_per_event'])}",
+            "unattacked", f"{ratio(r.get('ratio_p50'))} / {ratio(r.get('ratio_p99'))}", "p99 ≤ 2×",
+            met(r["meets_target"]))
+    return out
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    print("| Measurement (suite) | accmon | baseline | ratio | target | met |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    print("\n".join(rows(load(sys.argv[1]))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+#!/bin/bash
+# Compiles the bench's C tools (bench/tools/*.c) into DIR: the uevent sender, the line stamper, the fan-out ends and
+# the minimal relay. Used by run.sh and ab.sh.
+#
+#   bench/tools/build.sh DIR
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:?usage: bench/tools/build.sh DIR}
+mkdir -p "$out"
+cc -O2 -Wall -o "$out/uevent_blast" "$here/uevent_blast.c"
+cc -O2 -Wall -o "$out/stamp" "$here/stamp.c"
+cc -O2 -Wall -pthread -o "$out/fanout" "$here/fanout.c"
+cc -O2 -Wall -o "$out/relay" "$here/relay.c" -ludev
+cc -O2 -Wall -o "$out/sysfs_read" "$here/sysfs_read.c"
