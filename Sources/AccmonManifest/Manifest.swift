@@ -115,6 +115,15 @@ public struct Manifest: Sendable, Hashable {
         entries.first { $0.name == name }
     }
 
+    /// The unit the entry named `name` launches, if it names one: asked for every accessory that connects, so it
+    /// reads the one field instead of copying the whole entry.
+    public func launch(ofEntry name: String) -> LaunchSpec? {
+        for index in entries.indices where entries[index].name == name {
+            return entries[index].launch
+        }
+        return nil
+    }
+
     /// Whether a user may do admin operations: root always; others when `admins` lists them or one of their groups.
     /// Names in the list count through `accounts` (see ``AccessList/allows(uid:gids:accounts:)``).
     public func isAdmin(uid: UInt32, gids: [UInt32], accounts: AccountIDs) -> Bool {

@@ -28,11 +28,21 @@ extension Accessory {
             }
         }
 
-        /// `"name":`, the field's key as written before its value.
-        package var quotedKey: [UInt8] { Self.quotedKeys[Self.index[self]!] }
+        /// Every field in order with `"name":`, its key as written before its value; built once, since `allCases`
+        /// builds an array at each use and the codecs run once per field of every event.
+        package static let keyed: [(field: Field, quotedKey: [UInt8])] = allCases.map {
+            ($0, Array("\"\($0.rawValue)\":".utf8))
+        }
 
-        private static let index = Dictionary(uniqueKeysWithValues: allCases.enumerated().map { ($1, $0) })
-        private static let quotedKeys = allCases.map { Array("\"\($0.rawValue)\":".utf8) }
+        /// The field whose name is `name` (the bytes between the key's quotes), or nil.
+        package static func named(_ name: UnsafeBufferPointer<UInt8>) -> Field? {
+            for (field, quotedKey) in keyed where quotedKey.count == name.count + 3 {
+                if quotedKey.withUnsafeBufferPointer({ $0.dropFirst().prefix(name.count).elementsEqual(name) }) {
+                    return field
+                }
+            }
+            return nil
+        }
     }
 
     /// A field's value, in its ``Field/Shape``.

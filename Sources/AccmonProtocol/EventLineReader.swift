@@ -44,8 +44,8 @@ package enum EventLineReader {
         mutating func accessory() -> Accessory? {
             var accessory = Accessory(kind: .usb, accessoryID: "")
             var separator: StaticString = "{"
-            for field in Accessory.Field.allCases {
-                guard skip(separator), field.quotedKey.withUnsafeBufferPointer({ skip($0) }) else { return nil }
+            for (field, quotedKey) in Accessory.Field.keyed {
+                guard skip(separator), quotedKey.withUnsafeBufferPointer({ skip($0) }) else { return nil }
                 separator = ","
                 let value: Accessory.FieldValue?
                 switch field.shape {

@@ -23,10 +23,10 @@ package enum EventLineWriter {
     /// The accessory object, its keys in sorted order (``Accessory/Field``).
     package static func accessory(_ accessory: Accessory, into out: inout JSONOutput) {
         var separator = UInt8(ascii: "{")
-        for field in Accessory.Field.allCases {
+        for (field, quotedKey) in Accessory.Field.keyed {
             out.append(separator)
             separator = UInt8(ascii: ",")
-            field.quotedKey.withUnsafeBufferPointer { key in
+            quotedKey.withUnsafeBufferPointer { key in
                 switch accessory[field] {
                 case .text(let text): member(key, text, into: &out)
                 case .texts(let texts):

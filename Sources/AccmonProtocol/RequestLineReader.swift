@@ -180,7 +180,7 @@ private struct Cursor {
         var hasKind = false
         var hasAccessoryID = false
         let isObject = forEachMember { cursor, key in
-            guard let field = Accessory.Field.allCases.first(where: { key.equals($0.rawValue) }) else {
+            guard let field = Accessory.Field.named(key.bytes) else {
                 return cursor.skipValue()
             }
             if field == .kind {

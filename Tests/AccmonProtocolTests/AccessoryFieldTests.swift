@@ -36,6 +36,20 @@ struct AccessoryFieldTests {
         #expect(!tookPrinter)
     }
 
+    @Test func eachFieldIsFoundByItsNameAndNothingElseIs() {
+        func named(_ name: String) -> Accessory.Field? {
+            Array(name.utf8).withUnsafeBufferPointer { Accessory.Field.named($0) }
+        }
+        #expect(Accessory.Field.keyed.map(\.field) == Accessory.Field.allCases)
+        for (field, quotedKey) in Accessory.Field.keyed {
+            #expect(String(decoding: quotedKey, as: UTF8.self) == "\"\(field.rawValue)\":")
+            #expect(named(field.rawValue) == field)
+        }
+        for other in ["", "kin", "kinds", "Kind", "vendorId", "serialNumbe", "accessoryIDx", "\"kind\""] {
+            #expect(named(other) == nil, "\(other)")
+        }
+    }
+
     /// Every field of an accessory whose fields all differ from each other and from their defaults survives every
     /// pair of writer and reader: a codec that drops a field, or swaps two, fails here.
     @Test func everyCodecCarriesEveryField() throws {

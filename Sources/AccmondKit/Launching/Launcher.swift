@@ -47,7 +47,7 @@ final class Launcher {
     /// An accessory connected with `verdict`: when its entry has `launch`, its unit is wanted started.
     func accessoryConnected(_ accessory: Accessory, verdict: Authentication) {
         guard case .allowed(let entryName, _, _) = verdict,
-            let launch = state.authorizer.manifest.entry(named: entryName)?.launch
+            let launch = state.authorizer.manifest.launch(ofEntry: entryName)
         else { return }
         let connection = accessory.connectionID
         let instance = launch.unit.instance(connection.rawValue)

@@ -1,12 +1,15 @@
 /// The bytes all clients' outbound buffers hold together, against ``DaemonLimits/totalOutputBytes``: one client
 /// that reads nothing fills only its own buffer, but many could fill memory; past the budget, the clients holding
 /// more than their share take no more until the total is back under it.
+///
+/// Its counters are `@exclusivity(unchecked)` as ``Session``'s hot properties are, for the same reason: every event
+/// adds to ``total`` once per session, from the loop's thread only, in accesses that call nothing.
 final class OutputBudget {
     let limit: Int
     /// Bytes buffered for all clients.
-    private(set) var total = 0
+    @exclusivity(unchecked) private(set) var total = 0
     /// Live sessions sharing the budget.
-    var sessions = 0
+    @exclusivity(unchecked) var sessions = 0
 
     init(limit: Int) { self.limit = limit }
 

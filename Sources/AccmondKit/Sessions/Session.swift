@@ -21,6 +21,14 @@ final class Subscription {
 /// A session starts unsubscribed: nothing is sent to it but replies until it subscribes. Once subscribed it is
 /// live (events go straight to its outbound buffer) or suspended (events wait in its coalescing queue): suspended
 /// because it asked (`suspend`) or because it stopped reading and its outbound buffer reached its bound.
+///
+/// The loop touches a few stored properties once per event and per session (the subscription, memory, queue,
+/// outbound buffer and the flags beside them). Those are `@exclusivity(unchecked)`: each dynamic exclusivity check
+/// costs about 80 instructions, and at 100 subscribers they were a third of the daemon's instructions per event
+/// (bench/README.md, "Instructions"). It is safe because only the loop's thread touches a session and no access to
+/// them calls out to code that could reach the same property (OutboundQueue and CoalescingQueue are plain values).
+/// Unlike a module-wide `-enforce-exclusivity=unchecked`, the attribute means the same in the debug builds the
+/// tests run.
 final class Session {
     /// The daemon-wide session number, also its poller token.
     let number: UInt64
@@ -34,24 +42,24 @@ final class Session {
     private(set) var protocolVersion = 1
     private(set) var greeted = false
     /// What the client subscribed to; `nil` while not subscribed.
-    private(set) var subscription: Subscription?
+    @exclusivity(unchecked) private(set) var subscription: Subscription?
     /// The user and restore id the client registered in `hello`, if it did.
     private(set) var restoreKey: RestoreKey?
     /// The unit the client registered for relaunch in `hello` (with its restore id), if it did.
     private(set) var relaunch: LaunchTemplate?
     /// For a subscribed session with a restore id: what is needed to hand it back later.
-    private(set) var memory: SessionMemory?
+    @exclusivity(unchecked) private(set) var memory: SessionMemory?
     /// Splits what the client sends into request lines.
     var framer = LineFramer()
     /// Lines read but not yet handled: handling waits while the outbound buffer is over its bound.
     var unhandled: [LineFramer.Item] = []
-    private(set) var outbound: OutboundQueue
+    @exclusivity(unchecked) private(set) var outbound: OutboundQueue
     /// Events held while suspended, coalesced; each carries its encoded line.
-    private(set) var queue = CoalescingQueue<[UInt8]>()
+    @exclusivity(unchecked) private(set) var queue = CoalescingQueue<[UInt8]>()
     /// Whether the client sent `suspend` (and not yet `resume`).
-    private(set) var suspendedByRequest = false
+    @exclusivity(unchecked) private(set) var suspendedByRequest = false
     /// Why events last went to the queue instead of the buffer, while they wait there.
-    private(set) var queuedBecause = QueueReason.notReading
+    @exclusivity(unchecked) private(set) var queuedBecause = QueueReason.notReading
     /// The budget all sessions' outbound buffers share.
     let budget: OutputBudget
     /// Request lines handled in the loop turn ``requestTurn``.
@@ -64,17 +72,17 @@ final class Session {
     /// replies keep the order of its requests.
     var awaitsReload = false
     /// What the poller watches on the descriptor now.
-    var interest: Interest = .readable
+    @exclusivity(unchecked) var interest: Interest = .readable
     /// Whether the session is in the list of sessions to flush at the end of this loop turn.
-    var flushQueued = false
+    @exclusivity(unchecked) var flushQueued = false
     /// Whether the session's request lines wait for the next turn (``SessionTable``'s list).
     var isDeferred = false
     /// Whether the session waits for room in the output budget (``SessionTable``'s list).
-    var waitsForBudget = false
+    @exclusivity(unchecked) var waitsForBudget = false
     /// When the client last sent bytes or took some (monotonic nanoseconds).
-    private(set) var lastActivity: UInt64
+    @exclusivity(unchecked) private(set) var lastActivity: UInt64
     /// Whether the session closes at the end of this loop turn: nothing more is read, handled or written.
-    private(set) var isClosing = false
+    @exclusivity(unchecked) private(set) var isClosing = false
 
     init(
         number: UInt64, descriptor: FileDescriptor, peer: PeerCredentials?, outboundLimit: Int, budget: OutputBudget,
