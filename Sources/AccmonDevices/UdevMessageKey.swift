@@ -1,4 +1,4 @@
-import AccmonProtocol
+@_spi(AccmonInternals) import AccmonProtocol
 
 /// A key of a udev monitor message that ``UdevMonitorMessage/parse(_:)`` reads: a field or a ``UdevProperty``,
 /// recognised from its bytes (no string is made for a key that is not read).

@@ -1,4 +1,4 @@
-import AccmonProtocol
+@_spi(AccmonInternals) import AccmonProtocol
 
 /// A device event as udevd multicasts it to monitors on the `udev` netlink group, after its rules ran: parsed from
 /// the datagram's bytes.

@@ -1,7 +1,7 @@
 import AccmonTestSupport
 import Testing
 
-@testable import AccmonProtocol
+@_spi(AccmonInternals) @testable import AccmonProtocol
 
 /// The eight-byte tests must say exactly what a byte-by-byte look at the same bytes says.
 @Suite struct ByteScanTests {
