@@ -1,5 +1,5 @@
 """Helpers shared by the bench scripts: JSON lines, percentiles, accmond's manifest, sockets, RSS."""
-import json, os, platform, resource, socket, statistics, subprocess, sys, time
+import json, os, platform, resource, shlex, socket, statistics, subprocess, sys, time
 
 MACHINE = {"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()}
 
@@ -48,7 +48,17 @@ def accmond_arguments(bin_dir, work):
             json.dump({"version": 1, "accessories": [{"name": "bench", "match": {"id": "1209:*"}}]}, out)
         os.makedirs(os.path.join(work, "manifest.d"), exist_ok=True)
         arguments += ["--manifest", manifest, "--manifest-dir", os.path.join(work, "manifest.d")]
-    return arguments
+    return arguments + extra_accmond_options(bin_dir)
+
+
+def extra_accmond_options(bin_dir):
+    """`BENCH_ACCMOND_OPTIONS` (pairs `--option VALUE`), each pair passed only to an accmond whose --help lists the
+    option: for measuring two builds under the same limits when their defaults differ."""
+    words = shlex.split(os.environ.get("BENCH_ACCMOND_OPTIONS", ""))
+    if len(words) % 2:
+        raise SystemExit("BENCH_ACCMOND_OPTIONS: pairs of --option VALUE")
+    known = accmond_help(bin_dir)
+    return [word for name, value in zip(words[::2], words[1::2]) if f"{name} " in known for word in (name, value)]
 
 
 def wait_for_socket(path, timeout=15):
