@@ -133,6 +133,13 @@ struct HostileClientTests {
         }
         #expect(settled, "preserved: \(preserved.sorted())")
 
+        // Ten preserved and five dropped sessions of nobody's within ten seconds: one line of each kind.
+        let nobodysLines = daemon.log.split(separator: "\n").filter { $0.contains("client.uid=65534") }
+        let dropped = nobodysLines.filter { $0.contains("preserved session dropped") }
+        let kept = nobodysLines.filter { $0.contains("session preserved for its restore id") }
+        #expect(dropped.count == 1, "\(dropped)")
+        #expect(kept.count == 1, "\(kept)")
+
         // A restore id is at most 255 bytes.
         let raw = try RawSocket(path: daemon.socketPath)
         try raw.send(#"{"type":"hello","versions":[1],"restoreID":"\#(String(repeating: "x", count: 256))"}"# + "\n")

@@ -13,6 +13,10 @@ final class Persistence {
     private var connectionCeiling: UInt64 = 0
     /// Whether state changed since the last save, and when that save was.
     private var isDirty = false
+    /// The preserve and drop lines, at most one of each kind per user every ten seconds: a user who opens clients
+    /// with new restore ids in a loop would otherwise have two lines written per connection (4 MB a minute in the
+    /// hostile bench, bench/README.md).
+    private var perUserLog = LogThrottle()
     private var lastSave: UInt64 = 0
 
     init(state: BrokerState, store: StateStore?) {
@@ -114,14 +118,20 @@ final class Persistence {
                 ? "uid \(dropped.uid) keeps more than \(state.preserved.limitPerUser) (--max-preserved-per-user)"
                 : "more than \(state.preserved.limit) are kept (--max-preserved); the oldest of the user who keeps the most"
                     + " goes"
+            guard let count = perUserLog.occurrence(of: "dropped \(dropped.uid)") else { continue }
             state.logger.notice(
-                .preservedSession, "preserved session dropped: \(why)",
+                .preservedSession, "preserved session dropped: \(why)\(Self.timesForThisUser(count))",
                 ["restore.id": dropped.restoreID, "client.uid": String(dropped.uid)])
         }
         markDirty()
+        guard let count = perUserLog.occurrence(of: "preserved \(key.uid)") else { return }
         state.logger.info(
-            .preservedSession, "client gone; session preserved for its restore id",
+            .preservedSession, "client gone; session preserved for its restore id\(Self.timesForThisUser(count))",
             session.metadata.merging(["restore.id": key.restoreID, "replay": String(memory.replay.count)]) { $1 })
+    }
+
+    private static func timesForThisUser(_ count: Int) -> String {
+        count > 1 ? " (\(count) times for this user since the last such line)" : ""
     }
 
     /// Drops the preserved sessions kept past the retention time.
