@@ -112,16 +112,17 @@ public struct Manifest: Sendable, Hashable {
 
     /// The entry named `name`.
     public func entry(named name: String) -> ManifestEntry? {
-        entries.first { $0.name == name }
+        indexOfEntry(named: name).map { entries[$0] }
     }
 
     /// The unit the entry named `name` launches, if it names one: asked for every accessory that connects, so it
     /// reads the one field instead of copying the whole entry.
     public func launch(ofEntry name: String) -> LaunchSpec? {
-        for index in entries.indices where entries[index].name == name {
-            return entries[index].launch
-        }
-        return nil
+        indexOfEntry(named: name).flatMap { entries[$0].launch }
+    }
+
+    private func indexOfEntry(named name: String) -> Int? {
+        entries.indices.first { entries[$0].name == name }
     }
 
     /// Whether a user may do admin operations: root always; others when `admins` lists them or one of their groups.
