@@ -30,17 +30,21 @@ public struct Manifest: Sendable, Hashable {
     public var files: [String]
     /// Which users may register which templates for relaunch (the top-level `relaunch`, joined across files).
     public var relaunch: [RelaunchPermission]
+    /// The local users who may claim in the name of remote (MQTT) users: the bridges' users (the top-level
+    /// `bridges`, joined across files). Empty: nobody may.
+    public var bridges: AccessList
 
     /// Creates a manifest.
     public init(
         entries: [ManifestEntry] = [], admins: AccessList = AccessList(), defaultAction: DefaultAction = .reject,
-        files: [String] = [], relaunch: [RelaunchPermission] = []
+        files: [String] = [], relaunch: [RelaunchPermission] = [], bridges: AccessList = AccessList()
     ) {
         self.entries = entries
         self.admins = admins
         self.defaultAction = defaultAction
         self.files = files
         self.relaunch = relaunch
+        self.bridges = bridges
     }
 
     /// The manifest with no entry: every accessory is rejected, only root is admin. Use it when no manifest is
@@ -131,12 +135,19 @@ public struct Manifest: Sendable, Hashable {
         admins.allows(uid: uid, gids: gids, accounts: accounts)
     }
 
+    /// Whether a local user may claim in a remote user's name: the top-level `bridges` names the user or a group of
+    /// theirs (root too, as in every list, once `bridges` names anyone). Without `bridges`, nobody may.
+    public func isBridge(uid: UInt32, gids: [UInt32], accounts: AccountIDs) -> Bool {
+        !bridges.isEmpty && bridges.allows(uid: uid, gids: gids, accounts: accounts)
+    }
+
     /// Every user and group name the manifest's access lists and admins mention (the default group included, which
     /// entries without `access` use): what ``AccountIDs`` must resolve.
     public var accountNames: (users: Set<String>, groups: Set<String>) {
         var users: Set<String> = []
         var groups: Set<String> = []
-        for list in [admins] + entries.map(\.effectiveAccess) + relaunch.map(\.access) {
+        let claimLists = entries.compactMap { $0.claim?.access }
+        for list in [admins, bridges] + entries.map(\.effectiveAccess) + claimLists + relaunch.map(\.access) {
             for case .name(let name) in list.users { users.insert(name) }
             for case .name(let name) in list.groups { groups.insert(name) }
         }
@@ -199,12 +210,15 @@ public struct ManifestEntry: Sendable, Hashable {
     public var access: AccessList?
     /// The systemd unit accmond starts when an accessory the entry admits connects; `nil` for none.
     public var launch: LaunchSpec?
+    /// Who may claim the entry's accessories and how claims behave; `nil` for the defaults (``ClaimPolicy/default``).
+    public var claim: ClaimPolicy?
     /// Where the entry starts.
     public var location: ManifestLocation
 
     public init(
         name: String, comment: String = "", match: ManifestMatch, protocols: [String] = [], access: AccessList? = nil,
-        launch: LaunchSpec? = nil, location: ManifestLocation = ManifestLocation(file: "", position: .start)
+        launch: LaunchSpec? = nil, claim: ClaimPolicy? = nil,
+        location: ManifestLocation = ManifestLocation(file: "", position: .start)
     ) {
         self.name = name
         self.comment = comment
@@ -212,11 +226,15 @@ public struct ManifestEntry: Sendable, Hashable {
         self.protocols = protocols
         self.access = access
         self.launch = launch
+        self.claim = claim
         self.location = location
     }
 
     /// The access list that applies: ``access``, or the default.
     public var effectiveAccess: AccessList { access ?? .defaultAccess }
+
+    /// The claim policy that applies: ``claim``, or the default.
+    public var effectiveClaim: ClaimPolicy { claim ?? .default }
 }
 
 /// A `vendor:product` pattern: each half is four hex digits or `*`.

@@ -15,6 +15,7 @@ enum ManifestValidator {
             var fileProblems = validator.problems
             manifest.admins = manifest.admins.union(outcome.admins ?? AccessList())
             manifest.relaunch += outcome.relaunch
+            manifest.bridges = manifest.bridges.union(outcome.bridges ?? AccessList())
             for candidate in outcome.entries {
                 if let name = candidate.name {
                     let location = ManifestLocation(file: file.path, position: candidate.namePosition)
@@ -68,10 +69,11 @@ struct FileValidator {
         var entries: [EntryCandidate] = []
         var admins: AccessList?
         var relaunch: [RelaunchPermission] = []
+        var bridges: AccessList?
     }
 
-    static let topKeys = ["version", "default", "admins", "accessories", "relaunch"]
-    static let entryKeys = ["name", "comment", "match", "protocols", "access", "launch"]
+    static let topKeys = ["version", "default", "admins", "accessories", "relaunch", "bridges"]
+    static let entryKeys = ["name", "comment", "match", "protocols", "access", "launch", "claim"]
     static let matchKeys = ["kind", "id", "serial", "manufacturer", "product", "port", "descriptorsSHA256", "address"]
     static let accessKeys = ["users", "groups"]
 
@@ -112,6 +114,11 @@ struct FileValidator {
                 member.value, "admins", emptyHint: "remove \"admins\" to leave admin operations to root")
         }
         if let member = members["relaunch"] { outcome.relaunch = relaunch(member.value) }
+        if let member = members["bridges"] {
+            outcome.bridges = accessList(
+                member.value, "bridges",
+                emptyHint: "name the MQTT bridge's user (such as {\"users\": [\"accmon-mqtt\"]}), or remove the key")
+        }
         if let member = members["accessories"] {
             guard case .array(let elements) = member.value.value else {
                 report(
@@ -208,10 +215,12 @@ struct FileValidator {
         }
         var launch: LaunchSpec?
         if let member = members["launch"] { launch = self.launch(member.value, "\(label): launch") }
+        var claim: ClaimPolicy?
+        if let member = members["claim"] { claim = self.claim(member.value, "\(label): claim") }
         if problems.count == before, let match {
             candidate.entry = ManifestEntry(
                 name: name, comment: comment, match: match, protocols: protocols, access: access, launch: launch,
-                location: ManifestLocation(file: path, position: node.position))
+                claim: claim, location: ManifestLocation(file: path, position: node.position))
         }
         return candidate
     }

@@ -18,6 +18,7 @@ extension Manifest {
         out += "  \"version\": \(Manifest.formatVersion),\n"
         out += "  \"default\": \(jsonString(defaultAction.rawValue)),\n"
         if !admins.isEmpty { out += "  \"admins\": \(Self.format(admins)),\n" }
+        if !bridges.isEmpty { out += "  \"bridges\": \(Self.format(bridges)),\n" }
         if !relaunch.isEmpty {
             out += "  \"relaunch\": [\n"
             out +=
@@ -62,7 +63,28 @@ extension Manifest {
             lines.append(
                 "\"launch\": {\"unit\": \(jsonString(launch.unit.name))" + (launch.keep ? ", \"keep\": true}" : "}"))
         }
+        if let claim = entry.claim { lines.append("\"claim\": \(format(claim))") }
         return "    {\n" + lines.map { "      \($0)" }.joined(separator: ",\n") + "\n    }"
+    }
+
+    /// An entry's `claim` on one line, its defaults left out.
+    static func format(_ claim: ClaimPolicy) -> String {
+        var parts: [String] = []
+        if let access = claim.access {
+            // The access list's members, without its braces.
+            parts.append(String(format(access).dropFirst().dropLast()))
+        }
+        if !claim.remote.isEmpty { parts.append("\"remote\": [\(claim.remote.map(jsonString).joined(separator: ", "))]") }
+        if claim.grant { parts.append("\"grant\": true") }
+        if claim.returnSeconds != ClaimPolicy.defaultReturnSeconds {
+            parts.append("\"returnSeconds\": \(formatSeconds(claim.returnSeconds))")
+        }
+        if let maxSeconds = claim.maxSeconds { parts.append("\"maxSeconds\": \(formatSeconds(maxSeconds))") }
+        return "{" + parts.joined(separator: ", ") + "}"
+    }
+
+    private static func formatSeconds(_ seconds: Double) -> String {
+        seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : String(seconds)
     }
 
     static func format(_ list: AccessList) -> String {
