@@ -231,6 +231,16 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
     public static let unitJob = LogMessageID("e1929a28fb984ba7b8364f8cff8414ed")
     /// A registered app's relaunch: registered, started, waiting for a limit, or refused.
     public static let relaunch = LogMessageID("84643e99d70141cb8bfe3bc7817ea723")
+    /// A claim was granted (at once, or to a claimer waiting in line), or taken up again after a restart.
+    public static let claimGranted = LogMessageID("40a39bc7c4d54527a11ff65866ec14e4")
+    /// A claim ended: released, its holder gone, its accessory not back in time, or past its maximum duration.
+    public static let claimReleased = LogMessageID("ad5d7062306c4ee99a7fb64c3cc8c73f")
+    /// Someone asked for what a claim holds.
+    public static let claimContention = LogMessageID("2367ca75d45a4f9b9963df85c919fefc")
+    /// An admin broke a claim.
+    public static let claimBroken = LogMessageID("502715a4fe8f44a2b49e91a33469d777")
+    /// Enforcing a claim on device nodes, or restoring them, failed or was not possible.
+    public static let claimEnforcement = LogMessageID("977a6730426f4b8cbad3d2d272c427fd")
 
     /// Every kind, for the docs and the tests.
     public static let all: [(name: String, id: LogMessageID)] = [
@@ -245,6 +255,7 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
         ("serviceManager", serviceManager), ("limitReached", limitReached),
         ("bridgeBroker", bridgeBroker), ("bridgeAccmond", bridgeAccmond), ("bridgePublication", bridgePublication),
         ("bridgeReconciliation", bridgeReconciliation), ("configuration", configuration), ("unitJob", unitJob),
-        ("relaunch", relaunch),
+        ("relaunch", relaunch), ("claimGranted", claimGranted), ("claimReleased", claimReleased),
+        ("claimContention", claimContention), ("claimBroken", claimBroken), ("claimEnforcement", claimEnforcement),
     ]
 }

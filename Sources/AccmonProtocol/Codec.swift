@@ -74,12 +74,14 @@ public struct ProtocolCodec {
                     relaunch: body.relaunch)
             case "subscribe":
                 let body = try decoder.decode(FilterBody.self, from: data)
-                request = .subscribe(try validated(body.filter, type), includeRejected: body.all ?? false)
+                request = .subscribe(
+                    try validated(body.filter, type), includeRejected: body.all ?? false, claims: body.claims ?? false)
             case "unsubscribe":
                 request = .unsubscribe
             case "list":
                 let body = try decoder.decode(FilterBody.self, from: data)
-                request = .list(try validated(body.filter, type), includeRejected: body.all ?? false)
+                request = .list(
+                    try validated(body.filter, type), includeRejected: body.all ?? false, claims: body.claims ?? false)
             case "ack":
                 request = .acknowledge(try decoder.decode(AckBody.self, from: data).seq)
             case "suspend":
@@ -92,6 +94,12 @@ public struct ProtocolCodec {
                 request = .status
             case "simulate":
                 request = try simulateRequest(data)
+            case "claim":
+                request = try claimRequest(data)
+            case "release":
+                request = try releaseRequest(data)
+            case "claims":
+                request = .claims
             default:
                 return .failure(
                     ClientDecodingFailure(
@@ -99,7 +107,7 @@ public struct ProtocolCodec {
                         error: ProtocolError(
                             .unknownType,
                             "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, ack, list, status, reload"
-                                + " or simulate)")))
+                                + ", simulate, claim, release or claims)")))
             }
             if let path = check.nonIntegerNumber(readBy: request) {
                 throw ProtocolError(.invalidField, "\(type): \(path): \(RequestLineCheck.integerExpected)")
@@ -176,11 +184,13 @@ public struct ProtocolCodec {
                 relaunch: relaunch)
         case .acknowledge(let sequence):
             body = OutgoingAck(type: "ack", id: message.id, seq: sequence)
-        case .subscribe(let filter, let all), .list(let filter, let all):
+        case .subscribe(let filter, let all, let claims), .list(let filter, let all, let claims):
             body = OutgoingFilter(
                 type: message.request.typeName, id: message.id, filter: filter == .all ? nil : filter,
-                all: all ? true : nil)
-        case .unsubscribe, .suspend, .resume, .status, .reloadManifest:
+                all: all ? true : nil, claims: claims ? true : nil)
+        case .claim, .release:
+            body = encodeClaimRequest(message.request, id: message.id)
+        case .unsubscribe, .suspend, .resume, .status, .reloadManifest, .claims:
             body = OutgoingBare(type: message.request.typeName, id: message.id)
         case .simulateConnect(let accessory):
             body = OutgoingSimulate(

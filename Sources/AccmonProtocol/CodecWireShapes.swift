@@ -83,6 +83,7 @@ struct HelloBody: Decodable {
 struct FilterBody: Decodable {
     var filter: AccessoryFilter?
     var all: Bool?
+    var claims: Bool?
 }
 
 struct SimulateBody: Decodable {
@@ -105,6 +106,7 @@ struct OutgoingFilter: Encodable {
     var id: RequestID?
     var filter: AccessoryFilter?
     var all: Bool?
+    var claims: Bool?
 }
 
 struct OutgoingBare: Encodable {
@@ -127,7 +129,7 @@ struct ServerMessageCoding: Codable {
 
     enum Keys: String, CodingKey {
         case type, id, version, daemon, session, seq, accessories, accessory, connectionID, code, message, reason
-        case restored, filter, rejected
+        case restored, filter, rejected, holders, claim, claims, waiters, notice
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -156,7 +158,13 @@ struct ServerMessageCoding: Codable {
             }
             try c.encodeIfPresent(id, forKey: .id)
             try c.encode(snapshot.sequence, forKey: .seq)
-            try c.encode(snapshot.accessories, forKey: .accessories)
+            if snapshot.claims.isEmpty {
+                try c.encode(snapshot.accessories, forKey: .accessories)
+            } else {
+                try c.encode(
+                    snapshot.accessories.map { ClaimedAccessoryCoding($0, claim: snapshot.claims[$0.connectionID]) },
+                    forKey: .accessories)
+            }
             if !snapshot.rejected.isEmpty {
                 try c.encode(
                     Dictionary(uniqueKeysWithValues: snapshot.rejected.map { ($0.key.description, $0.value) }),
@@ -180,9 +188,25 @@ struct ServerMessageCoding: Codable {
             try c.encodeIfPresent(id, forKey: .id)
             try c.encode(error.code, forKey: .code)
             try c.encode(error.message, forKey: .message)
+            try c.encodeIfPresent(error.holders, forKey: .holders)
         case .shutdown(let reason):
             try c.encode("shutdown", forKey: .type)
             try c.encode(reason, forKey: .reason)
+        case .claim(let id, let info):
+            try c.encode("claim", forKey: .type)
+            try c.encodeIfPresent(id, forKey: .id)
+            try c.encode(info, forKey: .claim)
+        case .claims(let id, let list):
+            try c.encode("claims", forKey: .type)
+            try c.encodeIfPresent(id, forKey: .id)
+            try c.encode(list.claims, forKey: .claims)
+            try c.encode(list.waiters, forKey: .waiters)
+        case .claimNotice(let notice):
+            try c.encode("claim-notice", forKey: .type)
+            try notice.encode(to: encoder)
+        case .claimUpdate(let update):
+            try c.encode("claim-update", forKey: .type)
+            try update.encode(to: encoder)
         }
     }
 
@@ -192,13 +216,17 @@ struct ServerMessageCoding: Codable {
         let id = try c.decodeIfPresent(RequestID.self, forKey: .id)
         func snapshot() throws -> Snapshot {
             let rejected = try c.decodeIfPresent([String: String].self, forKey: .rejected) ?? [:]
+            let accessories = try c.decode([ClaimedAccessoryCoding].self, forKey: .accessories)
             return Snapshot(
                 sequence: try c.decode(UInt64.self, forKey: .seq),
-                accessories: try c.decode([Accessory].self, forKey: .accessories),
+                accessories: accessories.map(\.accessory),
                 rejected: Dictionary(
                     uniqueKeysWithValues: rejected.compactMap { key, reason in
                         UInt64(key).map { (ConnectionID($0), reason) }
-                    }))
+                    }),
+                claims: Dictionary(
+                    accessories.compactMap { item in item.claim.map { (item.accessory.connectionID, $0) } }
+                ) { first, _ in first })
         }
         switch type {
         case "hello":
@@ -228,8 +256,18 @@ struct ServerMessageCoding: Codable {
             message = .error(
                 id: id,
                 ProtocolError(
-                    try c.decode(ProtocolError.Code.self, forKey: .code), try c.decode(String.self, forKey: .message)))
+                    try c.decode(ProtocolError.Code.self, forKey: .code), try c.decode(String.self, forKey: .message),
+                    holders: try c.decodeIfPresent([ClaimSummary].self, forKey: .holders)))
         case "shutdown": message = .shutdown(reason: try c.decode(String.self, forKey: .reason))
+        case "claim": message = .claim(id: id, try c.decode(ClaimInfo.self, forKey: .claim))
+        case "claims":
+            message = .claims(
+                id: id,
+                ClaimList(
+                    claims: try c.decode([ClaimSummary].self, forKey: .claims),
+                    waiters: try c.decode([ClaimWaiter].self, forKey: .waiters)))
+        case "claim-notice": message = .claimNotice(try ClaimNotice(from: decoder))
+        case "claim-update": message = .claimUpdate(try ClaimUpdate(from: decoder))
         default:
             throw ProtocolError(.unknownType, "daemon message: type: unknown type '\(type)'")
         }

@@ -44,8 +44,8 @@ public enum ClientRequest: Sendable, Hashable {
     /// instance for the user's uid when an event is recorded for the preserved session (docs/SESSIONS.md).
     case hello(versions: [Int], clientName: String, restoreID: String? = nil, relaunch: String? = nil)
     /// Asks for a snapshot of the matching accessories, then live events; with `includeRejected` (admins only),
-    /// accessories the manifest rejected too.
-    case subscribe(AccessoryFilter, includeRejected: Bool = false)
+    /// accessories the manifest rejected too; with `claims`, each accessory's claim and `claim-update` messages.
+    case subscribe(AccessoryFilter, includeRejected: Bool = false, claims: Bool = false)
     /// Stops live events.
     case unsubscribe
     /// Asks the daemon to hold live events: they are queued and coalesced until `resume`.
@@ -54,8 +54,9 @@ public enum ClientRequest: Sendable, Hashable {
     case resume
     /// Acknowledges that the app has consumed every event up to this sequence number (no reply).
     case acknowledge(UInt64)
-    /// Asks for a one-shot snapshot; with `includeRejected` (admins only), of rejected accessories too.
-    case list(AccessoryFilter, includeRejected: Bool = false)
+    /// Asks for a one-shot snapshot; with `includeRejected` (admins only), of rejected accessories too; with `claims`,
+    /// each accessory's claim.
+    case list(AccessoryFilter, includeRejected: Bool = false, claims: Bool = false)
     /// Asks the daemon to read the manifest again (admins only).
     case reloadManifest
     /// Asks for the daemon's status.
@@ -64,6 +65,12 @@ public enum ClientRequest: Sendable, Hashable {
     case simulateConnect(Accessory)
     /// Makes the simulated source disconnect a connection.
     case simulateDisconnect(ConnectionID)
+    /// Checks accessories out for exclusive use, or waits in line for them.
+    case claim(ClaimRequest)
+    /// Ends a claim (or leaves the line); with `force`, an admin breaks another's claim.
+    case release(ReleaseRequest)
+    /// Asks for the claims and waiters on the accessories the client sees.
+    case claims
 
     /// The wire name of the request's `type`.
     public var typeName: String {
@@ -78,6 +85,9 @@ public enum ClientRequest: Sendable, Hashable {
         case .status: "status"
         case .reloadManifest: "reload"
         case .simulateConnect, .simulateDisconnect: "simulate"
+        case .claim: "claim"
+        case .release: "release"
+        case .claims: "claims"
         }
     }
 }
@@ -104,12 +114,19 @@ public struct Snapshot: Sendable, Hashable {
     public var accessories: [Accessory]
     /// For a snapshot that includes rejected accessories (admins only): why each was rejected, by connection.
     public var rejected: [ConnectionID: String]
+    /// For a snapshot asked for with `claims`: the claim on each claimed accessory, by connection (on the wire, the
+    /// accessory object's `claim` field).
+    public var claims: [ConnectionID: ClaimSummary]
 
     /// Creates a snapshot.
-    public init(sequence: UInt64, accessories: [Accessory], rejected: [ConnectionID: String] = [:]) {
+    public init(
+        sequence: UInt64, accessories: [Accessory], rejected: [ConnectionID: String] = [:],
+        claims: [ConnectionID: ClaimSummary] = [:]
+    ) {
         self.sequence = sequence
         self.accessories = accessories
         self.rejected = rejected
+        self.claims = claims
     }
 }
 
@@ -269,4 +286,12 @@ public enum ServerMessage: Sendable, Hashable {
     case error(id: RequestID?, ProtocolError)
     /// The daemon is stopping; the connection closes after this line.
     case shutdown(reason: String)
+    /// The reply to `claim`: the claim, held or waiting.
+    case claim(id: RequestID?, ClaimInfo)
+    /// The reply to `claims`.
+    case claims(id: RequestID?, ClaimList)
+    /// Sent to a claim's holder, or to a claimer waiting in line, when something happens to its claim.
+    case claimNotice(ClaimNotice)
+    /// Sent to subscribers that asked for claims when an accessory they see is claimed, released or changes holder.
+    case claimUpdate(ClaimUpdate)
 }

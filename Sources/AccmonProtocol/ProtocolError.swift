@@ -49,17 +49,28 @@ public struct ProtocolError: Error, Sendable, Hashable, CustomStringConvertible 
         /// The connection is over one of the daemon's connection limits (in total, per user, or out of file
         /// descriptors): the daemon sends this error and closes the connection.
         public static let tooManyConnections = Code(rawValue: "too-many-connections")
+        /// `claim` of what another claim holds, without `wait`: `holders` names them.
+        public static let claimConflict = Code(rawValue: "claim-conflict")
+        /// `claim` by filter, when fewer accessories than asked for match among those the client may claim.
+        public static let noMatch = Code(rawValue: "no-match")
+        /// `release` of a claim that does not exist or is not the client's, or `claim` with an unknown token.
+        public static let noSuchClaim = Code(rawValue: "no-such-claim")
+        /// A claim could not be enforced on the accessory's device nodes: it was not taken.
+        public static let enforcementFailed = Code(rawValue: "enforcement-failed")
     }
 
     /// The stable code.
     public var code: Code
     /// What was wrong, for people.
     public var message: String
+    /// For `claim-conflict`: the claims that hold what was asked for.
+    public var holders: [ClaimSummary]?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, holders: [ClaimSummary]? = nil) {
         self.code = code
         self.message = message
+        self.holders = holders
     }
 
     public var description: String { "\(code): \(message)" }

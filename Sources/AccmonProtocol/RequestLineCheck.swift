@@ -203,7 +203,10 @@ extension RequestLineCheck {
         case .simulateConnect:
             return Accessory.Field.allCases.lazy.filter { $0.shape == .number }.map { "accessory.\($0.rawValue)" }
                 .first { nonIntegerNumbers.contains($0) }
-        case .subscribe, .unsubscribe, .suspend, .resume, .list, .status, .reloadManifest: return nil
+        case .claim:
+            return nonIntegerNumbers.filter { $0.hasPrefix("connections.[") || $0 == "count" }.min()
+        case .release: return nonIntegerNumbers.contains("connectionID") ? "connectionID" : nil
+        case .subscribe, .unsubscribe, .suspend, .resume, .list, .status, .reloadManifest, .claims: return nil
         }
     }
 }

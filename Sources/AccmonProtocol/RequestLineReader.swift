@@ -44,6 +44,7 @@ extension RequestCursor {
         var relaunch: String?
         var filter: AccessoryFilter?
         var includeRejected: Bool?
+        var claims: Bool?
         var sequence: UInt64?
         var action: PlainString?
         var accessory: Accessory?
@@ -58,6 +59,7 @@ extension RequestCursor {
             case "relaunch": return cursor.readNullable(&relaunch) { $0.string() }
             case "filter": return cursor.readNullable(&filter) { $0.filter() }
             case "all": return cursor.readNullable(&includeRejected) { $0.boolean() }
+            case "claims": return cursor.readNullable(&claims) { $0.boolean() }
             case "seq": return cursor.read(&sequence) { $0.unsignedInteger() }
             case "action": return cursor.read(&action) { $0.plainString() }
             case "accessory": return cursor.readNullable(&accessory) { $0.accessory() }
@@ -96,10 +98,10 @@ extension RequestCursor {
                 return .hello(versions: versions, clientName: client ?? "", restoreID: restoreID, relaunch: relaunch)
             case "subscribe":
                 guard let filter = validFilter() else { return nil }
-                return .subscribe(filter, includeRejected: includeRejected ?? false)
+                return .subscribe(filter, includeRejected: includeRejected ?? false, claims: claims ?? false)
             case "list":
                 guard let filter = validFilter() else { return nil }
-                return .list(filter, includeRejected: includeRejected ?? false)
+                return .list(filter, includeRejected: includeRejected ?? false, claims: claims ?? false)
             case "unsubscribe": return .unsubscribe
             case "suspend": return .suspend
             case "resume": return .resume

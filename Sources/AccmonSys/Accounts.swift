@@ -25,6 +25,16 @@ public enum Accounts {
         }
     }
 
+    /// The name of user `uid`, or `nil` when there is none.
+    public static func userName(_ uid: uid_t) -> String? {
+        lookUp { buffer, size in
+            var entry = passwd()
+            var result: UnsafeMutablePointer<passwd>?
+            let status = getpwuid_r(uid, &entry, buffer, size, &result)
+            return (status, result == nil ? nil : String(cString: entry.pw_name))
+        }
+    }
+
     /// Runs a `get*_r` lookup with a buffer that grows while the call says it is too small (`ERANGE`: a group with
     /// many members), up to 1 MiB.
     private static func lookUp<Value>(

@@ -42,6 +42,16 @@ public struct DaemonConfiguration: Sendable {
     /// Whether accmond asks systemd to start and stop the units of the manifest's `launch` entries and of
     /// registered relaunches (through the system bus, on a thread of its own; see docs/MANIFEST.md).
     public var launchesUnits = true
+    /// How a claim's device nodes are enforced: simulated accessories' nodes below a directory by accmond itself, real
+    /// devices' nodes by the helper `accmon-nodes`. Without one, simulated nodes are left alone and claims on real
+    /// devices are refused (``NodeRouting``).
+    public var nodeRouting = NodeRouting()
+    /// How long a claim kept with a preserved session (`preserve`) waits for its client to come back.
+    public var claimGraceSeconds: Double = 30
+    /// After a restart, how long claim holders and waiters have to come back with their tokens.
+    public var claimReclaimSeconds: Double = 30
+
+    var nodeOperations: NodeGuard.Route { nodeRouting.route }
 
     /// Creates a configuration.
     public init(

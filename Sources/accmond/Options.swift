@@ -8,7 +8,7 @@ let limits = DaemonLimits()
 
 let usage = """
     Usage: accmond [--socket PATH] [--simulate] [--no-udev] [--log-level LEVEL] [--manifest PATH] [--manifest-dir DIR]
-                   [--state-dir PATH] [--restore-retention SECONDS] [LIMITS]
+                   [--state-dir PATH] [--restore-retention SECONDS] [CLAIMS] [LIMITS]
 
     The accmon daemon: publishes accessory connect and disconnect events on a Unix socket.
 
@@ -25,6 +25,17 @@ let usage = """
     \(Int(defaults.restoreRetentionSeconds)))
       -h, --help                 show this help
       --version                  show the version
+
+    Claims (check-out of accessories, enforced on their device nodes):
+      --node-helper PATH         the socket of accmon-nodes, which enforces claims on real devices' nodes
+                                 (default \(defaults.nodeRouting.helperSocket ?? "none"); `none`: claims on real
+                                 devices are refused)
+      --simulated-nodes DIR      with --simulate: enforce claims on simulated accessories' nodes below DIR (files,
+                                 ptys made with mknod) here, in accmond; nodes elsewhere are left alone
+      --claim-grace SECONDS      how long a claim kept with a preserved session waits for its client (default \
+    \(Int(defaults.claimGraceSeconds)))
+      --claim-reclaim SECONDS    after a restart, how long claim holders and waiters have to come back (default \
+    \(Int(defaults.claimReclaimSeconds)))
 
     Limits (a client over a connection limit gets the error too-many-connections and is closed; a client over an
     output limit is suspended: its events are queued and coalesced until it reads, and its requests wait):
@@ -61,6 +72,14 @@ func parseInvocation(_ arguments: [String]) throws(UsageError) -> Invocation {
         case "--state-dir": configuration.stateDirectory = try cursor.value(for: argument)
         case "--manifest": configuration.manifestPath = try cursor.value(for: argument)
         case "--manifest-dir": configuration.manifestDirectory = try cursor.value(for: argument)
+        case "--node-helper":
+            let path = try cursor.value(for: argument)
+            configuration.nodeRouting.helperSocket = path == "none" ? nil : path
+        case "--simulated-nodes": configuration.nodeRouting.simulatedNodes = try cursor.value(for: argument)
+        case "--claim-grace":
+            configuration.claimGraceSeconds = try cursor.seconds(for: argument, in: 0...86_400)
+        case "--claim-reclaim":
+            configuration.claimReclaimSeconds = try cursor.seconds(for: argument, in: 0...86_400)
         case "--restore-retention":
             configuration.restoreRetentionSeconds = try cursor.seconds(
                 for: argument, in: 0...Double.greatestFiniteMagnitude)

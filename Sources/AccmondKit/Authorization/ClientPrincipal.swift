@@ -5,7 +5,7 @@ import AccmonSys
 ///
 /// No account database is asked: the names a manifest holds are resolved to ids when it loads (``AccountIDs``), off
 /// the broker's loop, so a slow directory service never holds up a client.
-struct ClientPrincipal: Sendable, Hashable, CustomStringConvertible {
+struct ClientPrincipal: Sendable, Hashable, Codable, CustomStringConvertible {
     var uid: UInt32
     /// The primary group and the supplementary groups.
     var gids: [UInt32]

@@ -10,6 +10,13 @@ public protocol AccountDirectory: Sendable {
     func userID(named name: String) -> UInt32?
     /// The gid of group `name`, `nil` when there is none. May block, as ``userID(named:)``.
     func groupID(named name: String) -> UInt32?
+    /// The name of user `uid`, `nil` when there is none. May block, as ``userID(named:)``.
+    func userName(of uid: UInt32) -> String?
+}
+
+extension AccountDirectory {
+    /// A directory that knows no names of uids: claims then show uids.
+    public func userName(of uid: UInt32) -> String? { nil }
 }
 
 /// The system's account databases (NSS).
@@ -17,6 +24,7 @@ public struct SystemAccounts: AccountDirectory {
     public init() {}
     public func userID(named name: String) -> UInt32? { Accounts.userID(name) }
     public func groupID(named name: String) -> UInt32? { Accounts.groupID(name) }
+    public func userName(of uid: UInt32) -> String? { Accounts.userName(uid) }
 }
 
 /// A manifest read, validated and with its names resolved: ready to be put in force, or refused for its problems.

@@ -139,6 +139,9 @@ extension BrokerLoop {
             if session.refillFromQueue() {
                 logger.debug(.clientSession, "client caught up: live again", session.metadata)
             }
+            if !session.pendingClaimUpdates.isEmpty, !session.isSuspended, !session.outboundIsFull {
+                state.claims?.flushPendingUpdates(of: session)
+            }
             requests.handlePendingLines(of: session)
             guard !session.isClosing else { return }
             if session.isFinished {

@@ -1,3 +1,4 @@
+import AccmonDevices
 import AccmonLogging
 import AccmonProtocol
 import AccmonSys
@@ -60,6 +61,11 @@ final class BrokerLoop {
         state = BrokerState(configuration: configuration, simulated: simulated)
         persistence = Persistence(state: state, store: store)
         state.launcher = Launcher(state: state, persistence: persistence, wakeup: sink.wakeup)
+        do {
+            state.claims = try ClaimDesk.make(state: state, persistence: persistence, wakeup: sink.wakeup)
+        } catch {
+            throw DaemonError(description: "accmond: claims: \(error)")
+        }
         publisher = Publisher(state: state, persistence: persistence, sink: sink)
         loadedManifests = Mailbox(wakeup: sink.wakeup)
         let loader: ManifestLoader
@@ -72,6 +78,10 @@ final class BrokerLoop {
         }
         requests = RequestHandler(
             state: state, publisher: publisher, persistence: persistence, manifestLoader: loader)
+        state.claims?.resumeRequests = { [requests, state] session in
+            requests.handlePendingLines(of: session)
+            state.sessions.queueFlush(session)
+        }
         do {
             poller = try Poller()
             try poller.add(listener, interest: .readable, token: Self.listenerToken)
@@ -101,8 +111,18 @@ final class BrokerLoop {
         spareDescriptor = try? FileDescriptor.openReadOnly("/dev/null")  // try?: without it the listener pauses
         publisher.install(loader.loadNow(), initial: true)
         persistence.restore()
+        // Simulated accessories outlive the daemon as hardware would, when it simulates again; otherwise no source
+        // reports them any more, and they are disconnected at the first turn.
+        let simulatedKeys = state.registry.connectedByKey.keys.filter { $0.hasPrefix(SimulatedEventSource.keyPrefix) }
+        if let simulated {
+            simulated.adopt(keys: simulatedKeys)
+        } else if !simulatedKeys.isEmpty {
+            sink.deliver([.inventory(keyPrefix: SimulatedEventSource.keyPrefix, keys: [])])
+        }
         // Accessories remembered from before a restart are judged by the manifest now in force.
         _ = state.authorizer.reevaluate(state.registry.snapshot().accessories)
+        // Claims kept across the restart hold again before the first client is served.
+        state.claims?.enforceRestoredClaims()
     }
 
     /// Serves until a stop signal or request, then says goodbye to every client.
@@ -134,6 +154,7 @@ final class BrokerLoop {
             publisher.publishWaiting()
             for loaded in loadedManifests.take() { requests.manifestLoaded(loaded) }
             state.launcher?.turn()
+            state.claims?.turn()
             finishTurn()
             persistence.expirePreservedSessions()
             persistence.saveIfDue()
@@ -152,6 +173,7 @@ final class BrokerLoop {
         var wait = state.preserved.nanosecondsUntilNextExpiry(now: now)
         if let due = persistence.nanosecondsUntilSaveDue(now: now) { wait = min(wait ?? .max, due) }
         if let due = state.launcher?.nanosecondsUntilDue(now: now) { wait = min(wait ?? .max, due) }
+        if let due = state.claims?.nanosecondsUntilDue(now: now) { wait = min(wait ?? .max, due) }
         if listenerPaused { wait = min(wait ?? .max, listenerPausedUntil > now ? listenerPausedUntil - now : 0) }
         guard let wait else { return -1 }
         return Int32(min(wait / 1_000_000 + 1, 60_000))
@@ -185,6 +207,7 @@ final class BrokerLoop {
     private func release(_ session: Session) {
         poller.remove(session.descriptor)
         session.descriptor.close()
+        state.claims?.sessionClosed(session)
         persistence.preserveIfRestorable(session)
     }
 

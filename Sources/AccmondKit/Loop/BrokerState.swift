@@ -18,6 +18,8 @@ final class BrokerState {
     let sessions: SessionTable
     /// Launch on connect and relaunch (set by the loop once persistence exists).
     var launcher: Launcher?
+    /// Check-out: claims, the line of claimers, enforcement on the nodes (set by the loop once persistence exists).
+    var claims: ClaimDesk?
 
     init(configuration: DaemonConfiguration, simulated: SimulatedEventSource?) {
         self.configuration = configuration

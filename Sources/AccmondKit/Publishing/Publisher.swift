@@ -37,7 +37,14 @@ final class Publisher {
     func apply(_ report: SourceEvent) -> [AccessoryEvent] {
         let events: [AccessoryEvent]
         switch report {
-        case .attached(let key, let accessory): events = state.registry.attach(key: key, accessory)
+        case .attached(let key, let accessory):
+            events = state.registry.attach(key: key, accessory)
+            // The same device again (a udev `change`): a claim on it is applied again to its nodes.
+            if events.isEmpty, let claims = state.claims, !claims.isIdle,
+                let current = state.registry.accessory(under: key)
+            {
+                claims.deviceChanged(current)
+            }
         case .detached(let key): events = state.registry.detach(key: key)
         case .inventory(let prefix, let keys): events = state.registry.reconcile(keyPrefix: prefix, present: keys)
         }
@@ -68,6 +75,16 @@ final class Publisher {
             state.launcher?.accessoryConnected(event.accessory, verdict: verdict)
         } else {
             state.launcher?.accessoryDisconnected(event.accessory)
+        }
+        defer {
+            // After the event's own lines: a claim that follows its accessory, a waiter served by a new one.
+            if let claims = state.claims, !claims.isIdle {
+                if event.change == .connect {
+                    claims.accessoryConnected(event.accessory)
+                } else {
+                    claims.accessoryDisconnected(event.accessory)
+                }
+            }
         }
         var announced = event
         announced.accessory = verdict.announced(event.accessory)
@@ -113,7 +130,9 @@ final class Publisher {
     }
 
     /// What a client may see of the connected accessories, as it sees them (with the manifest's protocol strings).
-    func visibleSnapshot(for principal: ClientPrincipal?, filter: AccessoryFilter, includeRejected: Bool) -> Snapshot {
+    func visibleSnapshot(
+        for principal: ClientPrincipal?, filter: AccessoryFilter, includeRejected: Bool, claims: Bool = false
+    ) -> Snapshot {
         let all = state.registry.snapshot()
         let accounts = state.authorizer.accounts
         var accessories: [Accessory] = []
@@ -127,6 +146,8 @@ final class Publisher {
             accessories.append(announced)
             if let reason = verdict.rejection { rejected[accessory.connectionID] = reason }
         }
-        return Snapshot(sequence: all.sequence, accessories: accessories, rejected: rejected)
+        return Snapshot(
+            sequence: all.sequence, accessories: accessories, rejected: rejected,
+            claims: claims ? state.claims?.summaries(of: accessories.map(\.connectionID)) ?? [:] : [:])
     }
 }

@@ -23,7 +23,10 @@ extension Publisher {
         logger.notice(
             .manifestLoaded, "manifest loaded: \(loaded.manifest.entries.count) entries",
             ["manifest.files": loaded.files.joined(separator: ",")])
-        if !initial { reevaluateVisibility(oldAccounts: oldAccounts) }
+        if !initial {
+            reevaluateVisibility(oldAccounts: oldAccounts)
+            state.claims?.manifestReloaded()
+        }
         return []
     }
 

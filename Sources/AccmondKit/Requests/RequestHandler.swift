@@ -69,23 +69,27 @@ final class RequestHandler {
         case .hello(let versions, let clientName, let restoreID, let relaunch):
             hello(
                 session, id: id, versions: versions, clientName: clientName, restoreID: restoreID, relaunch: relaunch)
-        case .subscribe(let filter, let includeRejected):
-            subscribe(session, id: id, filter: filter, includeRejected: includeRejected)
+        case .subscribe(let filter, let includeRejected, let claims):
+            subscribe(session, id: id, filter: filter, includeRejected: includeRejected, claims: claims)
         case .unsubscribe: unsubscribe(session, id: id)
         case .acknowledge(let sequence):
             // No reply: acknowledgements stream with the events. Only sessions with a restore id keep them.
             if session.acknowledge(sequence) { persistence.markDirty() }
         case .suspend: suspend(session, id: id)
         case .resume: resume(session, id: id)
-        case .list(let filter, let includeRejected):
+        case .list(let filter, let includeRejected, let claims):
             guard !includeRejected || requireAdmin(session, id: id, for: "list: all") else { return }
             let snapshot = publisher.visibleSnapshot(
-                for: session.principal, filter: filter, includeRejected: includeRejected)
+                for: session.principal, filter: filter, includeRejected: includeRejected, claims: claims)
             state.reply(to: session, .list(id: id, snapshot))
         case .reloadManifest: reload(session, id: id)
         case .status: state.reply(to: session, .status(id: id, status(for: session)))
         case .simulateConnect(let accessory): simulateConnect(session, id: id, accessory)
         case .simulateDisconnect(let connectionID): simulateDisconnect(session, id: id, connectionID)
+        case .claim(let request): state.claims?.claim(session, id: id, request, handler: self)
+        case .release(let request): state.claims?.release(session, id: id, request, handler: self)
+        case .claims:
+            if let list = state.claims?.list(for: session) { state.reply(to: session, .claims(id: id, list)) }
         }
     }
 

@@ -61,6 +61,7 @@ extension RequestHandler {
             // Its previous connection hung up in this loop turn and would be kept only at the turn's end: kept now,
             // so that this hello reclaims it.
             if let leaving = state.sessions.closingHolder(of: key) {
+                state.claims?.sessionClosed(leaving)
                 persistence.preserveIfRestorable(leaving)
                 leaving.releaseRestoreKey()
             }
@@ -75,7 +76,10 @@ extension RequestHandler {
                 session.metadata.merging(["launch.unit": template.name]) { $1 })
         }
         let kept = restoreKey.flatMap { state.preserved.claim($0) }
-        if let restoreKey { state.launcher?.reclaimed(restoreKey) }
+        if let restoreKey {
+            state.launcher?.reclaimed(restoreKey)
+            if kept != nil { state.claims?.sessionRestored(session, key: restoreKey) }
+        }
         state.reply(
             to: session,
             .hello(
@@ -131,7 +135,7 @@ extension RequestHandler {
             ]) { $1 })
     }
 
-    func subscribe(_ session: Session, id: RequestID?, filter: AccessoryFilter, includeRejected: Bool) {
+    func subscribe(_ session: Session, id: RequestID?, filter: AccessoryFilter, includeRejected: Bool, claims: Bool) {
         guard !includeRejected || requireAdmin(session, id: id, for: "subscribe: all") else { return }
         guard session.subscription == nil else {
             reply(to: session, id: id, ProtocolError(.alreadySubscribed, "subscribe: session: already subscribed"))
@@ -140,9 +144,9 @@ extension RequestHandler {
         // The loop owns both the registry and the session: the snapshot and the start of the stream are one step,
         // so nothing is missed or repeated between them.
         let snapshot = publisher.visibleSnapshot(
-            for: session.principal, filter: filter, includeRejected: includeRejected)
+            for: session.principal, filter: filter, includeRejected: includeRejected, claims: claims)
         session.subscribe(
-            Subscription(filter: filter, includesRejected: includeRejected),
+            Subscription(filter: filter, includesRejected: includeRejected, claims: claims),
             memory: SessionMemory(filter: filter, snapshot: snapshot))
         if session.memory != nil { persistence.markDirty() }
         state.reply(to: session, .snapshot(id: id, snapshot))
@@ -174,6 +178,7 @@ extension RequestHandler {
         }
         // The reply goes first; the queued events follow as the socket takes them.
         session.resume()
+        if !session.isSuspended { state.claims?.flushPendingUpdates(of: session) }
         state.logger.debug(
             .clientSession, "client resumed", session.metadata.merging(["queue": String(session.queue.count)]) { $1 })
         state.reply(to: session, .ok(id: id, connectionID: nil))

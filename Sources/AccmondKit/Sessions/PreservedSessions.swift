@@ -5,7 +5,7 @@ import AccmonProtocol
 import AccmonSys
 
 /// Identifies a preservable session: a restore id is only ever handed back to the same user.
-struct RestoreKey: Hashable {
+struct RestoreKey: Hashable, Codable {
     var uid: UInt32
     var restoreID: String
 }

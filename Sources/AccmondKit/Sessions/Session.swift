@@ -9,10 +9,13 @@ final class Subscription {
     let filter: AccessoryFilter
     /// Whether accessories the manifest rejected are included (an admin's `subscribe` with `all`).
     let includesRejected: Bool
+    /// Whether the client asked for claims: each accessory's claim, and `claim-update` messages.
+    let claims: Bool
 
-    init(filter: AccessoryFilter, includesRejected: Bool) {
+    init(filter: AccessoryFilter, includesRejected: Bool, claims: Bool = false) {
         self.filter = filter
         self.includesRejected = includesRejected
+        self.claims = claims
     }
 }
 
@@ -71,6 +74,11 @@ final class Session {
     /// Whether a `reload` of this client waits for the manifest to load: its later requests wait too, so that its
     /// replies keep the order of its requests.
     var awaitsReload = false
+    /// Whether a `claim` of this client waits for its enforcement on the device nodes: its later requests wait too.
+    var awaitsClaim = false
+    /// Connections whose claim changed while the session could not take a `claim-update` (suspended, or its buffer
+    /// full): their current claim is sent when it is live again.
+    var pendingClaimUpdates: Set<ConnectionID> = []
     /// What the poller watches on the descriptor now.
     @exclusivity(unchecked) var interest: Interest = .readable
     /// Whether the session is in the list of sessions to flush at the end of this loop turn.
@@ -271,7 +279,7 @@ final class Session {
     /// Whether the session may handle its next request line now (its turn's quota aside): its replies have room in
     /// its buffer and in the budget, and it does not wait for a reload.
     var canHandleRequests: Bool {
-        !outboundIsFull && !isClosing && !awaitsReload && budget.allows(holding: outbound.byteCount)
+        !outboundIsFull && !isClosing && !awaitsReload && !awaitsClaim && budget.allows(holding: outbound.byteCount)
     }
 
     /// Whether a half-closed, unsubscribed session has nothing left to do.

@@ -44,18 +44,33 @@ public protocol LoopDrivenEventSource: EventSource {
 }
 
 /// The source of `--simulate`: its devices are plugged and unplugged by `simulate` requests (`accmon simulate`).
+///
+/// Simulated accessories stand for hardware, which does not go away when the daemon restarts: the ones the saved
+/// state remembers are adopted at start (``adopt(keys:)``) and stay connected, with their connection ids.
 public final class SimulatedEventSource: EventSource {
     public let name = "simulated"
     /// The prefix of this source's keys.
     static let keyPrefix = "simulated/"
-    private let nextKey = Mutex<UInt64>(1)
+    private let keys = Mutex<(next: UInt64, adopted: Set<String>)>((1, []))
 
     /// Creates a source with no devices.
     public init() {}
 
-    /// Simulated accessories do not outlive the daemon: any remembered from before a restart are gone.
+    /// Takes the simulated devices the saved state remembers as present: the next keys are numbered after them.
+    func adopt(keys adopted: some Sequence<String>) {
+        keys.withLock { keys in
+            for key in adopted where key.hasPrefix(Self.keyPrefix) {
+                keys.adopted.insert(key)
+                if let number = UInt64(key.dropFirst(Self.keyPrefix.count)), number >= keys.next {
+                    keys.next = number + 1
+                }
+            }
+        }
+    }
+
+    /// Reports the adopted devices as present: any other simulated device remembered is gone.
     public func start(delivering sink: EventSink) throws {
-        sink.deliver([.inventory(keyPrefix: Self.keyPrefix, keys: [])])
+        sink.deliver([.inventory(keyPrefix: Self.keyPrefix, keys: keys.withLock { $0.adopted })])
     }
 
     public func stop() {}
@@ -64,9 +79,9 @@ public final class SimulatedEventSource: EventSource {
     /// requests drive this source, on the broker loop's thread, so the report needs no hand-over (and no wake-up)
     /// through the sink.
     public func connect(_ accessory: Accessory) -> SourceEvent {
-        let key = nextKey.withLock { next in
-            defer { next += 1 }
-            return Self.keyPrefix + String(next)
+        let key = keys.withLock { keys in
+            defer { keys.next += 1 }
+            return Self.keyPrefix + String(keys.next)
         }
         return .attached(key: key, accessory)
     }

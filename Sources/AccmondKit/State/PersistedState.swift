@@ -14,6 +14,8 @@ struct PersistedState: Codable, Sendable, Equatable {
     var sessions: [PreservedEntry]
     /// The units started (or to stop) for accessories; absent in files of accmon without launch on connect.
     var launches: [PersistedLaunch]? = nil
+    /// The claims and the line; absent in files of accmon without check-out, and when nothing was ever claimed.
+    var claims: PersistedClaims? = nil
 
     struct ConnectedEntry: Codable, Sendable, Equatable {
         var key: String

@@ -73,7 +73,7 @@ final class Persistence {
         let saved = PersistedState(
             sequenceCeiling: sequenceCeiling, connectionCeiling: connectionCeiling,
             connected: state.registry.connectedByKey.map { .init(key: $0.key, accessory: $0.value) },
-            sessions: entries, launches: state.launcher?.persisted())
+            sessions: entries, launches: state.launcher?.persisted(), claims: state.claims?.persisted())
         if waitForDisk {
             store.saveNow(saved)
         } else {
@@ -101,6 +101,7 @@ final class Persistence {
             _ = state.preserved.preserve(kept, as: RestoreKey(uid: entry.uid, restoreID: entry.restoreID))
         }
         state.launcher?.restore(saved.launches ?? [])
+        if let claims = saved.claims { state.claims?.restore(claims) }
         state.logger.notice(
             .state, "state restored: \(saved.connected.count) accessories, \(saved.sessions.count) preserved sessions",
             ["seq": String(saved.sequenceCeiling)])
