@@ -16,6 +16,9 @@ private func caseName(_ request: ClientRequest) -> String {
     case .reloadManifest: "reload"
     case .simulateConnect: "simulateConnect"
     case .simulateDisconnect: "simulateDisconnect"
+    case .claim: "claim"
+    case .release: "release"
+    case .claims: "claims"
     }
 }
 
@@ -31,6 +34,10 @@ private func caseName(_ message: ServerMessage) -> String {
     case .ok: "ok"
     case .error: "error"
     case .shutdown: "shutdown"
+    case .claim: "claim"
+    case .claims: "claims"
+    case .claimNotice: "claimNotice"
+    case .claimUpdate: "claimUpdate"
     }
 }
 
@@ -56,12 +63,27 @@ private let clientRequests: [ClientRequest] = {
         .simulateDisconnect(ConnectionID(0)),
         .simulateDisconnect(ConnectionID(17)),
         .simulateDisconnect(ConnectionID(UInt64.max)),
+        .claims,
+        .claim(ClaimRequest(.connections([ConnectionID(3)]))),
+        .claim(
+            ClaimRequest(
+                .connections([ConnectionID(1), ConnectionID(UInt64.max)]), wait: true, reason: "flash \"it\"\n",
+                maxSeconds: 90.5, preserve: true)),
+        .claim(ClaimRequest(.matching(.all, serial: nil, count: 1))),
+        .claim(ClaimRequest(.matching(AccessoryFilter(kind: .serial, vendorID: "0403"), serial: "A5", count: 64))),
+        .claim(ClaimRequest(.resume(token: "0123456789abcdef0123456789abcdef"))),
+        .claim(ClaimRequest(.connections([ConnectionID(2)]), remoteUser: "ci")),
+        .release(ReleaseRequest(.claim("c-3"))),
+        .release(ReleaseRequest(.connection(ConnectionID(9)), force: true, reason: "stuck job")),
+        .release(ReleaseRequest(.accessory("serial:0403:6001:serial=A50285BI"), remoteUser: "qa")),
     ]
     for filter in Fixtures.filters {
         requests.append(.subscribe(filter))
         requests.append(.list(filter))
         requests.append(.subscribe(filter, includeRejected: true))
         requests.append(.list(filter, includeRejected: true))
+        requests.append(.subscribe(filter, claims: true))
+        requests.append(.list(filter, includeRejected: true, claims: true))
     }
     return requests
 }()
@@ -139,6 +161,7 @@ private let serverMessages: [ServerMessage] = {
                 accessories: [Fixtures.awkwardAccessory, Fixtures.minimalAccessory])))
     messages.append(.restored(sequence: 0))
     messages.append(.restored(sequence: UInt64.max))
+    for message in claimMessages { messages.append(message) }
     messages.append(.shutdown(reason: "SIGTERM"))
     messages.append(.shutdown(reason: ""))
     return messages
@@ -155,7 +178,7 @@ private func expectSingleLine(_ line: [UInt8], sourceLocation: SourceLocation = 
     #expect(
         covered == [
             "hello", "subscribe", "unsubscribe", "suspend", "resume", "acknowledge", "list", "status", "reload",
-            "simulateConnect", "simulateDisconnect",
+            "simulateConnect", "simulateDisconnect", "claim", "release", "claims",
         ])
     let ids = Set(clientMessages.map(\.id))
     #expect(ids.contains(nil) && ids.contains(.number(7)) && ids.contains(.string("req-1")))
@@ -245,7 +268,7 @@ func clientMessageRoundTripsThroughTheCodec(_ message: ClientMessage) throws {
     #expect(
         covered == [
             "hello", "restore", "restored", "snapshot", "list", "event.connect", "event.disconnect", "status", "ok",
-            "error", "shutdown",
+            "error", "shutdown", "claim", "claims", "claimNotice", "claimUpdate",
         ])
 }
 

@@ -48,9 +48,10 @@ enum WireForm {
             optional("client", .string(clientName), default: clientName.isEmpty)
             optional("restoreID", restoreID.map(Value.string))
             optional("relaunch", relaunch.map(Value.string))
-        case .subscribe(let filter, let includeRejected), .list(let filter, let includeRejected):
+        case .subscribe(let filter, let includeRejected, let claims), .list(let filter, let includeRejected, let claims):
             optional("filter", value(of: filter, using: &random), default: filter == .all)
             optional("all", .boolean(includeRejected), default: !includeRejected)
+            optional("claims", .boolean(claims), default: !claims)
         case .acknowledge(let sequence):
             members.append(("seq", .number(String(sequence))))
         case .simulateConnect(let accessory):
@@ -59,7 +60,34 @@ enum WireForm {
         case .simulateDisconnect(let connectionID):
             members.append(("action", .plainString("disconnect")))
             members.append(("connectionID", .number(String(connectionID.rawValue))))
-        case .unsubscribe, .suspend, .resume, .status, .reloadManifest:
+        case .claim(let claim):
+            switch claim.target {
+            case .connections(let connections):
+                members.append(("connections", .array(connections.map { .number(String($0.rawValue)) })))
+            case .matching(let filter, let serial, let count):
+                optional("filter", value(of: filter, using: &random), default: filter == .all && serial != nil)
+                optional("serial", serial.map(Value.string))
+                optional("count", .number(String(count)), default: count == 1 && (filter != .all || serial != nil))
+                if filter == .all && serial == nil && !members.contains(where: { $0.0 == "filter" }) {
+                    members.append(("filter", .object([])))
+                }
+            case .resume(let token): members.append(("token", .string(token)))
+            }
+            optional("wait", .boolean(claim.wait), default: !claim.wait)
+            optional("reason", .string(claim.reason), default: claim.reason.isEmpty)
+            optional("maxSeconds", claim.maxSeconds.map { .number(String($0)) })
+            optional("preserve", .boolean(claim.preserve), default: !claim.preserve)
+            optional("remoteUser", claim.remoteUser.map(Value.string))
+        case .release(let release):
+            switch release.target {
+            case .claim(let claimID): members.append(("claimID", .string(claimID)))
+            case .connection(let connection): members.append(("connectionID", .number(String(connection.rawValue))))
+            case .accessory(let accessoryID): members.append(("accessoryID", .string(accessoryID)))
+            }
+            optional("force", .boolean(release.force), default: !release.force)
+            optional("reason", .string(release.reason), default: release.reason.isEmpty)
+            optional("remoteUser", release.remoteUser.map(Value.string))
+        case .unsubscribe, .suspend, .resume, .status, .reloadManifest, .claims:
             break
         }
         return .object(withUnknownMembers(members, using: &random))
