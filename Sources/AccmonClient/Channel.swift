@@ -35,6 +35,10 @@ final class Channel: Sendable {
         var closedByUser = false
         var endWaiters: [CheckedContinuation<Void, Never>] = []
         var ended: AccmonError?
+        /// The notices of each claim of this connection, by claim id.
+        var claimNotices: [String: AsyncStream<ClaimNotice>.Continuation] = [:]
+        /// Notices of claims not registered yet (a `granted` may come before the claimer registers), bounded.
+        var earlyNotices: [ClaimNotice] = []
     }
 
     private let descriptor: FileDescriptor
@@ -147,6 +151,29 @@ final class Channel: Sendable {
             return true
         }
         if !registered { handler(accessory) }
+    }
+
+    /// The notices of claim `claimID`, from now on (and any that came before it was registered); the stream finishes
+    /// when the claim is forgotten with ``forgetClaim(_:)`` or the connection ends.
+    func claimNotices(_ claimID: String) -> AsyncStream<ClaimNotice> {
+        let (stream, continuation) = AsyncStream<ClaimNotice>.makeStream()
+        let early = state.withLock { state -> [ClaimNotice]? in
+            guard state.ended == nil else { return nil }
+            state.claimNotices[claimID] = continuation
+            defer { state.earlyNotices.removeAll { $0.claimID == claimID } }
+            return state.earlyNotices.filter { $0.claimID == claimID }
+        }
+        guard let early else {
+            continuation.finish()
+            return stream
+        }
+        for notice in early { continuation.yield(notice) }
+        return stream
+    }
+
+    /// Stops delivering claim `claimID`'s notices.
+    func forgetClaim(_ claimID: String) {
+        state.withLock { $0.claimNotices.removeValue(forKey: claimID) }?.finish()
     }
 
     /// Sends a line that expects no reply (an acknowledgement); a failure shows up on the reader thread.
@@ -278,6 +305,17 @@ final class Channel: Sendable {
             }
         case .restored(let sequence):
             state.withLock { _ = $0.pushes?.yield(.restored(sequence)) }
+        case .claimNotice(let notice):
+            state.withLock { state in
+                if let continuation = state.claimNotices[notice.claimID] {
+                    continuation.yield(notice)
+                } else {
+                    state.earlyNotices.append(notice)
+                    if state.earlyNotices.count > 64 { state.earlyNotices.removeFirst() }
+                }
+            }
+        case .claimUpdate(let update):
+            state.withLock { _ = $0.pushes?.yield(.claimUpdate(update)) }
         case .error(nil, let error):
             // An error not tied to a request (the daemon could not read a line of ours): it ends the subscription.
             finishSubscription(
@@ -315,6 +353,8 @@ final class Channel: Sendable {
                 state.disconnectHandlers = [:]
             }
             defer { state.endWaiters = [] }
+            for continuation in state.claimNotices.values { continuation.finish() }
+            state.claimNotices = [:]
             return (state.pending, state.pushes, state.observer, state.closedByUser, state.endWaiters)
         }
         let failure = closedByUser ? AccmonError(.connectionClosed, "accmon: the connection was closed") : error
@@ -330,6 +370,8 @@ enum Push: Sendable {
     case event(AccessoryEvent)
     case restore(RestoreState)
     case restored(UInt64)
+    /// A claim changed on an accessory the subscription sees (a subscription with claims).
+    case claimUpdate(ClaimUpdate)
 }
 
 extension ServerMessage {

@@ -4,8 +4,8 @@ import AccmonOptions
 import Glibc
 
 let commands: [any Command.Type] = [
-    WatchCommand.self, ListCommand.self, WaitCommand.self, StatusCommand.self, SimulateCommand.self,
-    ManifestCommand.self,
+    WatchCommand.self, ListCommand.self, WaitCommand.self, StatusCommand.self, ClaimCommand.self, ClaimsCommand.self,
+    ReleaseCommand.self, SimulateCommand.self, ManifestCommand.self,
 ]
 
 let mainUsage = """
@@ -67,7 +67,9 @@ enum Invocation {
     }
     guard let chosen else { usageFailure(UsageError("a command is required"), usage: mainUsage, command: nil) }
     let rest = arguments.rest()
-    if rest.contains("-h") || rest.contains("--help") { return .show(chosen.usage) }
+    // Help asked of the command itself, not of what follows `--` (`accmon claim -- make --help`).
+    let options = rest.prefix { $0 != "--" }
+    if options.contains("-h") || options.contains("--help") { return .show(chosen.usage) }
     var commandArguments = OptionCursor(rest)
     do throws(UsageError) {
         return .run(try chosen.init(&commandArguments, socket: socket))

@@ -185,7 +185,8 @@ struct ClaimBook: Sendable {
             let candidates = world.connected.filter {
                 Self.matches($0, filter, serial) && world.mayClaim(claimant, $0)
             }
-            guard candidates.count >= count else {
+            // With wait, a claimer may wait for accessories to be plugged in, not only for holders to let go.
+            guard candidates.count >= count || request.wait else {
                 return .refused(
                     ProtocolError(
                         .noMatch,

@@ -39,4 +39,9 @@ ssize_t CAccmonShims_receiveNetlinkDatagram(int fd, void *buffer, size_t size, s
 /// Names the calling thread (pthread_setname_np; at most 15 bytes).
 void CAccmonShims_nameThread(const char *name);
 
+/// Starts `path` with `argv` and `envp` in a child that gets `deathSignal` when the calling thread's process dies
+/// (PR_SET_PDEATHSIG), with every signal's disposition and the signal mask at their defaults. Returns the child's
+/// pid, or -1 with errno set: the fork's error, or the child's exec error (reported through a close-on-exec pipe).
+pid_t CAccmonShims_spawnTiedChild(const char *path, char *const argv[], char *const envp[], int deathSignal);
+
 #endif
