@@ -190,19 +190,34 @@ public final class AccmonConnection: Sendable {
         try await subscribe(filter, includeRejected: includeRejected, onUpdate: { update, _ in handler(update) })
     }
 
+    /// Subscribes like ``subscribe(_:includeRejected:onUpdate:)``, with claims: the snapshot carries the claim on each
+    /// claimed accessory (``Snapshot/claims``), and `onClaimUpdate` gets every change of a claim on an accessory the
+    /// client sees (claimed, released, a new holder), on the reader thread, in order with the events.
+    public func subscribe(
+        _ filter: AccessoryFilter = .all, includeRejected: Bool = false,
+        onUpdate handler: @escaping @Sendable (SubscriptionUpdate) -> Void,
+        onClaimUpdate: @escaping @Sendable (ClaimUpdate) -> Void
+    ) async throws(AccmonError) -> AccessoryObservation {
+        try await subscribe(
+            filter, includeRejected: includeRejected, onUpdate: { update, _ in handler(update) },
+            onClaimUpdate: onClaimUpdate)
+    }
+
     /// Subscribes like ``subscribe(_:includeRejected:onUpdate:)``, also handing the handler each event's line as the
     /// daemon wrote it (without its newline) and calling `afterRead` once the updates from one read of the socket have
     /// been handed over, so that a consumer can write the output of several events at once (`accmon watch`).
     package func subscribe(
         _ filter: AccessoryFilter, includeRejected: Bool,
         onUpdate handler: @escaping @Sendable (SubscriptionUpdate, _ eventLine: [UInt8]) -> Void,
-        afterRead: (@Sendable () -> Void)? = nil
+        afterRead: (@Sendable () -> Void)? = nil, onClaimUpdate: (@Sendable (ClaimUpdate) -> Void)? = nil
     ) async throws(AccmonError) -> AccessoryObservation {
         let end = SubscriptionEnd()
-        channel.openObserver(Channel.Observer(update: handler, afterRead: afterRead, end: end))
+        channel.openObserver(
+            Channel.Observer(update: handler, afterRead: afterRead, end: end, claimUpdate: onClaimUpdate))
         let reply: ServerMessage
         do {
-            reply = try await channel.request(.subscribe(filter, includeRejected: includeRejected))
+            reply = try await channel.request(
+                .subscribe(filter, includeRejected: includeRejected, claims: onClaimUpdate != nil))
         } catch {
             channel.finishSubscription(throwing: error)
             throw error
@@ -256,12 +271,16 @@ public final class AccmonConnection: Sendable {
     ///
     /// With `includeRejected` (root and the manifest's admins only), the accessories the manifest rejected too, with
     /// the reasons in ``Snapshot/rejected``.
+    ///
+    /// With `claims`, the claim on each claimed accessory, in ``Snapshot/claims``.
     public func list(
-        _ filter: AccessoryFilter = .all, includeRejected: Bool = false
+        _ filter: AccessoryFilter = .all, includeRejected: Bool = false, claims: Bool = false
     ) async throws(AccmonError)
         -> Snapshot
     {
-        guard case .list(_, let snapshot) = try await channel.request(.list(filter, includeRejected: includeRejected))
+        guard
+            case .list(_, let snapshot) = try await channel.request(
+                .list(filter, includeRejected: includeRejected, claims: claims))
         else {
             throw AccmonError(.invalidResponse, "accmon: list: unexpected reply from accmond")
         }

@@ -16,6 +16,8 @@ final class Channel: Sendable {
         var afterRead: (@Sendable () -> Void)?
         /// Finished when the subscription ends.
         var end: SubscriptionEnd
+        /// Gets each claim change, for a subscription with claims.
+        var claimUpdate: (@Sendable (ClaimUpdate) -> Void)? = nil
     }
 
     /// Replies and events may be large (a snapshot of many accessories): accept long lines from the daemon.
@@ -315,7 +317,11 @@ final class Channel: Sendable {
                 }
             }
         case .claimUpdate(let update):
-            state.withLock { _ = $0.pushes?.yield(.claimUpdate(update)) }
+            let observer = state.withLock { state in
+                _ = state.pushes?.yield(.claimUpdate(update))
+                return state.observer
+            }
+            observer?.claimUpdate?(update)
         case .error(nil, let error):
             // An error not tied to a request (the daemon could not read a line of ours): it ends the subscription.
             finishSubscription(

@@ -171,24 +171,25 @@ extension ProtocolCodec {
 
 // MARK: Accessories with their claims
 
-/// An accessory object with its `claim` field: the accessory's own fields, then `claim`, in one JSON object.
-struct ClaimedAccessoryCoding: Codable {
-    var accessory: Accessory
-    var claim: ClaimSummary?
+/// An accessory object with its `claim` field (absent when it is free): the accessory's own fields and `claim` in one
+/// JSON object, as snapshots asked for with `claims` carry them.
+public struct ClaimedAccessory: Codable, Sendable, Hashable {
+    public var accessory: Accessory
+    public var claim: ClaimSummary?
 
     private enum Keys: String, CodingKey { case claim }
 
-    init(_ accessory: Accessory, claim: ClaimSummary?) {
+    public init(_ accessory: Accessory, claim: ClaimSummary?) {
         self.accessory = accessory
         self.claim = claim
     }
 
-    init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         accessory = try Accessory(from: decoder)
         claim = try decoder.container(keyedBy: Keys.self).decodeIfPresent(ClaimSummary.self, forKey: .claim)
     }
 
-    func encode(to encoder: any Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         try accessory.encode(to: encoder)
         if let claim {
             var container = encoder.container(keyedBy: Keys.self)

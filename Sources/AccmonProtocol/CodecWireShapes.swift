@@ -162,7 +162,7 @@ struct ServerMessageCoding: Codable {
                 try c.encode(snapshot.accessories, forKey: .accessories)
             } else {
                 try c.encode(
-                    snapshot.accessories.map { ClaimedAccessoryCoding($0, claim: snapshot.claims[$0.connectionID]) },
+                    snapshot.accessories.map { ClaimedAccessory($0, claim: snapshot.claims[$0.connectionID]) },
                     forKey: .accessories)
             }
             if !snapshot.rejected.isEmpty {
@@ -216,7 +216,7 @@ struct ServerMessageCoding: Codable {
         let id = try c.decodeIfPresent(RequestID.self, forKey: .id)
         func snapshot() throws -> Snapshot {
             let rejected = try c.decodeIfPresent([String: String].self, forKey: .rejected) ?? [:]
-            let accessories = try c.decode([ClaimedAccessoryCoding].self, forKey: .accessories)
+            let accessories = try c.decode([ClaimedAccessory].self, forKey: .accessories)
             return Snapshot(
                 sequence: try c.decode(UInt64.self, forKey: .seq),
                 accessories: accessories.map(\.accessory),

@@ -169,6 +169,10 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var unlistedClients: Int?
     /// The manifest in force and the outcome of the last attempt to load it; for the manifest's admins only.
     public var manifest: ManifestStatus?
+    /// Claims on the accessories this client sees (and its own); absent from daemons without check-out.
+    public var claims: Int?
+    /// Claim requests waiting in line for them.
+    public var claimWaiters: Int?
 
     /// Creates a status.
     public init(

@@ -60,7 +60,8 @@ struct ListCommand: Command {
     struct Output: Encodable {
         var version = jsonOutputVersion
         var seq: UInt64
-        var accessories: [Accessory]
+        /// Each with its `claim` when claimed.
+        var accessories: [ClaimedAccessory]
         var rejected: [String: String]?
     }
 
@@ -70,7 +71,7 @@ struct ListCommand: Command {
             return
         }
         let connection = try await common.connect()
-        var snapshot = try await connection.list(filter, includeRejected: all)
+        var snapshot = try await connection.list(filter, includeRejected: all, claims: true)
         connection.close()
         if let connectionID { snapshot.accessories.removeAll { $0.connectionID != connectionID } }
         if json {
@@ -78,7 +79,10 @@ struct ListCommand: Command {
             writeOut(
                 jsonLine(
                     Output(
-                        seq: snapshot.sequence, accessories: snapshot.accessories,
+                        seq: snapshot.sequence,
+                        accessories: snapshot.accessories.map {
+                            ClaimedAccessory($0, claim: snapshot.claims[$0.connectionID])
+                        },
                         rejected: all ? rejected : nil)))
             return
         }
@@ -87,9 +91,10 @@ struct ListCommand: Command {
                 accessory.connectionID.description, accessory.kind.rawValue, accessory.usbID,
                 quotedIfNeeded(accessory.name), quotedIfNeeded(accessory.serialNumber),
                 accessory.deviceNodes.joined(separator: ","),
+                snapshot.claims[accessory.connectionID].map(holderLabel) ?? "-",
             ] + (all ? [snapshot.rejected[accessory.connectionID].map { "rejected: \($0)" } ?? "allowed"] : [])
         }
-        writeOut(table(["CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"] + (all ? ["MANIFEST"] : []), rows))
+        writeOut(table(["CONN", "KIND", "ID", "NAME", "SERIAL", "NODES", "HOLDER"] + (all ? ["MANIFEST"] : []), rows))
     }
 }
 
@@ -143,6 +148,7 @@ struct StatusCommand: Command {
             sessions:     \(status.sessions)
             sequence:     \(status.sequence)
             simulation:   \(status.simulate ? "on" : "off")
+            claims:       \(Self.claimsLine(status))
 
             """)
         if let manifest = status.manifest {
@@ -168,6 +174,18 @@ struct StatusCommand: Command {
         writeOut("\n" + table(["SESSION", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows))
         if let unlisted = status.unlistedClients { writeOut("(and \(unlisted) more sessions of this user)\n") }
     }
+}
+
+extension StatusCommand {
+    static func claimsLine(_ status: DaemonStatus) -> String {
+        guard let claims = status.claims else { return "not supported by this accmond" }
+        return "\(claims) held, \(status.claimWaiters ?? 0) waiting"
+    }
+}
+
+/// Who holds a claim, in a column: `alice since 10:04:05`.
+func holderLabel(_ claim: ClaimSummary) -> String {
+    ClaimsCommand.userLabel(named(claim.holder)) + " since " + clockTime(claim.since)
 }
 
 /// `live`, `idle` (not subscribed), `suspended (requested|not-reading)` or `preserved`.

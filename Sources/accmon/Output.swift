@@ -35,7 +35,8 @@ func timestamp() -> String {
 /// One human line for a watch event: time, change, kind, vendor:product, name, serial, device node, connection id;
 /// in the fleet view, the host after the time.
 func humanLine(
-    _ label: String, _ accessory: Accessory, rejection: String? = nil, host: String? = nil, style: Style
+    _ label: String, _ accessory: Accessory, rejection: String? = nil, claim: ClaimSummary? = nil,
+    host: String? = nil, style: Style
 ) -> String {
     let painted: String
     switch label {
@@ -52,6 +53,7 @@ func humanLine(
     if let node = accessory.deviceNodes.first { fields.append(node) }
     fields.append("conn=\(accessory.connectionID)")
     if let rejection { fields.append(style.paint("rejected: \(rejection)", "33")) }
+    if let claim { fields.append(style.paint("claimed by \(holderLabel(claim))", "35")) }
     return fields.joined(separator: "  ") + "\n"
 }
 

@@ -13,11 +13,13 @@ struct WatchCommand: Command {
                accmon watch --broker URL [--host GLOB] [--json] [FILTER OPTIONS] [BROKER OPTIONS]
 
         \(abstract)
-        First prints the accessories connected now (as "present"), then one line per event: time, connect or
-        disconnect, kind, vendor:product, name, serial, device node, connection id.
+        First prints the accessories connected now (as "present", with their claim's holder), then one line per
+        event: time, connect or disconnect, kind, vendor:product, name, serial, device node, connection id; and
+        one per claim change ("claimed" by whom, "released").
 
         Options:
-          --json             print the protocol's messages as NDJSON: the snapshot, then each event
+          --json             print the protocol's messages as NDJSON: the snapshot (each accessory with its
+                             "claim" when claimed), then each event and "claim-update"
           --all              also accessories the manifest rejected, shown as "rejected: <reason>" (root and the
                              manifest's admins only)
           --restore-id ID    keep the session across restarts of accmon and accmond: when accmon watch starts
@@ -88,7 +90,7 @@ struct WatchCommand: Command {
         let printer = WatchPrinter(json: json, style: .standardOutput)
         let observation = try await connection.subscribe(
             filter, includeRejected: all, onUpdate: { update, eventLine in printer.add(update, eventLine: eventLine) },
-            afterRead: { printer.flush() })
+            afterRead: { printer.flush() }, onClaimUpdate: { printer.add($0) })
         try await observation.waitForEnd()
     }
 }
@@ -112,7 +114,9 @@ final class WatchPrinter: Sendable {
                 pending.withLock { $0 += ProtocolCodec().encode(.snapshot(id: nil, snapshot)) }
             } else {
                 let lines = snapshot.accessories.map { accessory in
-                    humanLine("present", accessory, rejection: snapshot.rejected[accessory.connectionID], style: style)
+                    humanLine(
+                        "present", accessory, rejection: snapshot.rejected[accessory.connectionID],
+                        claim: snapshot.claims[accessory.connectionID], style: style)
                 }
                 pending.withLock { $0 += Array(lines.joined().utf8) }
             }
@@ -128,6 +132,23 @@ final class WatchPrinter: Sendable {
                 pending.withLock { $0 += Array(line.utf8) }
             }
         }
+    }
+
+    /// Adds the line for a claim change.
+    func add(_ update: ClaimUpdate) {
+        if json {
+            pending.withLock { $0 += ProtocolCodec().encode(.claimUpdate(update)) }
+            return
+        }
+        let line =
+            update.claim.map { claim in
+                timestamp() + "  " + style.paint("claimed".padding(10), "35") + "  conn=\(update.connectionID)  "
+                    + update.accessoryID + "  by " + holderLabel(claim)
+                    + (claim.reason.isEmpty ? "" : ": \(quotedIfNeeded(claim.reason))")
+                    + (claim.waiting > 0 ? "  (\(claim.waiting) waiting)" : "")
+            } ?? timestamp() + "  " + style.paint("released".padding(10), "35") + "  conn=\(update.connectionID)  "
+            + update.accessoryID
+        pending.withLock { $0 += Array((line + "\n").utf8) }
     }
 
     /// Writes what was added since the last flush.

@@ -217,6 +217,14 @@ extension RequestHandler {
                     .accessories.count,
             sessions: admin ? state.sessions.count : live.count, sequence: state.registry.sequence,
             simulate: state.simulated != nil, clients: clients, manifest: admin ? state.authorizer.status : nil)
+        if let claims = state.claims, !claims.isIdle {
+            let list = claims.list(for: session)
+            status.claims = list.claims.count
+            status.claimWaiters = list.waiters.count
+        } else {
+            status.claims = 0
+            status.claimWaiters = 0
+        }
         let unlisted = live.count + kept.count - clients.count
         status.unlistedClients = unlisted > 0 ? unlisted : nil
         return status
