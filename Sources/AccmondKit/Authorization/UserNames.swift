@@ -56,6 +56,11 @@ final class UserNames {
         return ""
     }
 
+    /// Asks for the name of `uid` ahead of need (a client connected).
+    func warm(_ uid: UInt32) {
+        _ = name(of: uid)
+    }
+
     /// Takes the names looked up since the last turn; returns the uids whose name is now known.
     func takeResults() -> [UInt32] {
         let found = results.take()

@@ -226,7 +226,9 @@ extension ClaimBook {
             } else if case .items(let items) = waiter.want, let item = items.first(where: { ($0.awayUntil ?? .max) <= now }) {
                 removeWaiter(waiter.number)
                 effects.append(
-                    .cancelled(waiter, why: "\(item.last.accessoryID) did not come back within \(Int(item.returnSeconds)) s"))
+                    .cancelled(
+                        waiter,
+                        why: "\(item.last.accessoryID) did not come back within \(shownSeconds(item.returnSeconds)) s"))
             }
         }
         return effects
@@ -278,4 +280,9 @@ extension ClaimBook {
         }
         return effects
     }
+}
+
+/// Seconds as people read them: `10`, `1.5`, `0.2`.
+func shownSeconds(_ seconds: Double) -> String {
+    seconds == seconds.rounded() ? String(Int(seconds)) : String((seconds * 10).rounded() / 10)
 }

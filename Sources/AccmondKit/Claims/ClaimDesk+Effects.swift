@@ -50,9 +50,9 @@ extension ClaimDesk {
             let info = info(of: current, world, nodeResults: result.results)
             log(.claimGranted, "claim granted", claim: current)
             markChanged(current.connections)
-            persistence.markDirty()
             publishChanges()
-            completion(.enforced(info))
+            // Told once the claim is on disk: a crash after the holder heard of it keeps it.
+            persistence.whenSaved { completion(.enforced(info)) }
         }
     }
 
@@ -143,6 +143,8 @@ extension ClaimDesk {
             operations += release.ports.filter { !keptPorts.contains($0) }.map { (.markPort($0, claimed: false), false) }
         }
         if !operations.isEmpty { _ = nodes.submit(operations) }
+        // Published once enforced (``enforce(_:then:)``), not twice.
+        changed.subtract(granted.flatMap { $0.claim.connections })
         for (waiter, claim) in granted {
             enforce(claim) { [self] outcome in
                 switch outcome {

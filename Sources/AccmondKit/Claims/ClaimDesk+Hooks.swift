@@ -36,7 +36,7 @@ extension ClaimDesk {
 
     /// A session ended: its waiters leave the line, its claims end (or wait for it, kept with its preserved session).
     func sessionClosed(_ session: Session) {
-        guard !isIdle else { return }
+        guard !isIdle, !stopping else { return }
         let effects = book.sessionEnded(
             session.number, preserved: session.memory == nil ? nil : session.restoreKey, graceSeconds: graceSeconds,
             now: monotonicNanoseconds())

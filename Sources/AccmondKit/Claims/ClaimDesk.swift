@@ -25,6 +25,12 @@ final class ClaimDesk {
     var changed: Set<ConnectionID> = []
     /// Resumes a session's requests once the reply its claim waited for went out (``RequestHandler``'s).
     var resumeRequests: ((Session) -> Void)?
+    /// Whether the daemon is stopping: its sessions close, but their claims are kept for their holders to take up
+    /// after the restart.
+    private(set) var stopping = false
+
+    /// The daemon stops: claims are kept (saved with the state), not ended with their holders' connections.
+    func daemonStopping() { stopping = true }
     var logger: Logger { state.logger }
 
     init(
@@ -157,8 +163,13 @@ final class ClaimDesk {
         case .claim(let number):
             guard let claim = book.claims[number] else { return }
             log(.claimGranted, "claim taken up again by its holder", claim: claim)
-            persistence.markDirty()
-            state.reply(to: session, .claim(id: id, info(of: claim, world)))
+            let info = info(of: claim, world)
+            session.awaitsClaim = true
+            persistence.whenSaved { [self] in
+                session.awaitsClaim = false
+                if !session.isClosing { state.reply(to: session, .claim(id: id, info)) }
+                resumeRequests?(session)
+            }
         case .waiter(let number):
             guard let waiter = book.waiters.first(where: { $0.number == number }) else { return }
             persistence.markDirty()

@@ -39,6 +39,8 @@ extension BrokerLoop {
                 continue
             }
             state.sessions.add(session)
+            // Its user's name, looked up off the loop before a claim of it names its holder.
+            if let uid = peer?.uid { state.claims?.names.warm(uid) }
             logger.debug(.clientConnected, "client connected", session.metadata)
         }
     }

@@ -60,6 +60,7 @@ final class BrokerLoop {
         self.stopFlag = stopFlag
         state = BrokerState(configuration: configuration, simulated: simulated)
         persistence = Persistence(state: state, store: store)
+        store?.callAfterEachWrite { [wakeup = sink.wakeup] in wakeup.signal() }
         state.launcher = Launcher(state: state, persistence: persistence, wakeup: sink.wakeup)
         do {
             state.claims = try ClaimDesk.make(state: state, persistence: persistence, wakeup: sink.wakeup)
@@ -155,6 +156,8 @@ final class BrokerLoop {
             for loaded in loadedManifests.take() { requests.manifestLoaded(loaded) }
             state.launcher?.turn()
             state.claims?.turn()
+            // Replies that waited for the state on disk, before this turn's flush.
+            persistence.runAfterSaves()
             finishTurn()
             persistence.expirePreservedSessions()
             persistence.saveIfDue()
@@ -254,6 +257,8 @@ final class BrokerLoop {
             }
             finishTurn()
         }
+        // Claims outlive a stop: their holders come back with their tokens (the reclaim window).
+        state.claims?.daemonStopping()
         state.sessions.removeAll { release($0) }
         persistence.save(waitForDisk: true)
     }

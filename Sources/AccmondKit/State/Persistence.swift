@@ -18,6 +18,8 @@ final class Persistence {
     /// hostile bench, bench/README.md).
     private var perUserLog = LogThrottle()
     private var lastSave: UInt64 = 0
+    /// What waits for the state as it is now to be on disk, by the store's generation that carries it.
+    private var afterSaves: [(generation: UInt64, action: () -> Void)] = []
 
     init(state: BrokerState, store: StateStore?) {
         self.state = state
@@ -26,6 +28,27 @@ final class Persistence {
 
     /// Something that is saved changed: a save is due within the write interval.
     func markDirty() { isDirty = true }
+
+    /// Saves the state now (on the store's thread) and runs `action` on the loop once it is on disk, so that a reply
+    /// promising something that survives a crash (a granted claim) goes out only when it would. Without a state
+    /// directory, at once.
+    func whenSaved(_ action: @escaping () -> Void) {
+        guard let store else {
+            action()
+            return
+        }
+        let generation = save()
+        afterSaves.append((generation ?? store.writtenGeneration, action))
+    }
+
+    /// Runs what waited for a save that is now on disk; called every loop turn.
+    func runAfterSaves() {
+        guard !afterSaves.isEmpty, let store else { return }
+        let written = store.writtenGeneration
+        let due = afterSaves.filter { $0.generation <= written }
+        afterSaves.removeAll { $0.generation <= written }
+        for item in due { item.action() }
+    }
 
     /// Nanoseconds until the pending save is due; `nil` when none is pending.
     func nanosecondsUntilSaveDue(now: UInt64) -> UInt64? {
@@ -54,8 +77,10 @@ final class Persistence {
     }
 
     /// Saves the state: on the store's writer thread, or at once when `waitForDisk` (reservations, shutdown).
-    func save(waitForDisk: Bool = false) {
-        guard let store else { return }
+    /// Returns the store's generation of the state handed to the writer thread.
+    @discardableResult
+    func save(waitForDisk: Bool = false) -> UInt64? {
+        guard let store else { return nil }
         let now = wallClockSeconds()
         var entries = state.preserved.sessions.map { key, kept in
             PersistedState.PreservedEntry(
@@ -74,13 +99,15 @@ final class Persistence {
             sequenceCeiling: sequenceCeiling, connectionCeiling: connectionCeiling,
             connected: state.registry.connectedByKey.map { .init(key: $0.key, accessory: $0.value) },
             sessions: entries, launches: state.launcher?.persisted(), claims: state.claims?.persisted())
+        var generation: UInt64?
         if waitForDisk {
             store.saveNow(saved)
         } else {
-            store.save(saved)
+            generation = store.save(saved)
         }
         isDirty = false
         lastSave = monotonicNanoseconds()
+        return generation
     }
 
     /// Starts from the saved state, if any: the counters after their reserved ceilings, the connected set (to be

@@ -30,13 +30,17 @@ final class StateStore: Sendable {
     let logger: Logger
     /// The state read at start, until ``load()`` takes it.
     private let loaded: Mutex<PersistedState?>
-    /// The newest state not yet written by the writer thread.
-    private let pending = Mutex<PersistedState?>(nil)
+    /// The newest state not yet written by the writer thread, with its generation.
+    private let pending = Mutex<(state: PersistedState, generation: UInt64)?>(nil)
     /// The size of the last file written, and the bytes written in all.
     private let written = Mutex((last: 0, total: 0))
     /// Held while writing, so that a synchronous write and the writer thread never interleave.
     private let writing = Mutex(())
     private let wakeup: BlockingSignal
+    /// The generation of the newest state handed over, and of the newest written (``writtenGeneration``).
+    private let generations = Mutex((handed: UInt64(0), written: UInt64(0)))
+    /// Called on the writer's thread after each write (the broker's wake-up), for what waits for a state on disk.
+    private let afterWrite = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// Opens and checks the state directory (``StateDirectory``), reads the state file, and starts the writer
     /// thread.
@@ -88,18 +92,37 @@ final class StateStore: Sendable {
         }
     }
 
-    /// Hands `state` to the writer thread; a newer state replaces one not yet written.
-    func save(_ state: PersistedState) {
-        pending.withLock { $0 = state }
+    /// Hands `state` to the writer thread; a newer state replaces one not yet written. Returns its generation:
+    /// once ``writtenGeneration`` reaches it, that state (or a newer one) is on disk.
+    @discardableResult
+    func save(_ state: PersistedState) -> UInt64 {
+        let generation = generations.withLock { generations in
+            generations.handed += 1
+            return generations.handed
+        }
+        pending.withLock { $0 = (state, generation) }
         wakeup.signal()
+        return generation
     }
 
     /// Writes `state` now and returns once it is on disk.
     func saveNow(_ state: PersistedState) {
+        let generation = generations.withLock { generations in
+            generations.handed += 1
+            return generations.handed
+        }
         writing.withLock { _ in
             pending.withLock { $0 = nil }  // older than this one
-            write(state)
+            write(state, generation: generation)
         }
+    }
+
+    /// The generation of the newest state on disk (see ``save(_:)``).
+    var writtenGeneration: UInt64 { generations.withLock { $0.written } }
+
+    /// Has `action` called on the writer's thread after every write from now on.
+    func callAfterEachWrite(_ action: @escaping @Sendable () -> Void) {
+        afterWrite.withLock { $0 = action }
     }
 
     private func writeLoop() {
@@ -107,10 +130,10 @@ final class StateStore: Sendable {
             wakeup.wait()
             // Encoded under the lock too: a synchronous write that comes meanwhile waits, and stays the newest.
             writing.withLock { _ in
-                if let state = pending.withLock({ state in
+                if let next = pending.withLock({ state in
                     defer { state = nil }; return state
                 }) {
-                    write(state)
+                    write(next.state, generation: next.generation)
                 }
             }
         }
@@ -126,7 +149,7 @@ final class StateStore: Sendable {
         return max(Self.writeIntervalNanoseconds, UInt64(Double(last) / Self.writeBytesPerSecond * 1e9))
     }
 
-    private func write(_ state: PersistedState) {
+    private func write(_ state: PersistedState, generation: UInt64) {
         do {
             let bytes = try state.json()
             try AtomicFile.write(bytes, to: StateDirectory.stateFileName, in: directory.directory)
@@ -134,6 +157,9 @@ final class StateStore: Sendable {
         } catch {
             logger.error(.state, "state: cannot save: \(error)")
         }
+        // A failed write still answers: what waited is told as soon as the disk has had its chance (it was logged).
+        generations.withLock { $0.written = max($0.written, generation) }
+        afterWrite.withLock { $0 }?()
     }
 
     private static func reason(_ error: any Error) -> String {

@@ -1,0 +1,207 @@
+import AccmonClient
+import AccmonTestSupport
+import Foundation
+import Glibc
+import Testing
+
+/// Check-out against a real accmond: contention and breaks told with names, the line served in order, all or nothing,
+/// claims following re-enumerations, preserved sessions, restarts, subscribers.
+@Suite(.serialized) struct ClaimTests {
+    @Test func theHolderIsToldOfContentionAndOfABreakByWhomAndWhy() async throws {
+        let daemon = try await ClaimDaemon()
+        let board = try await daemon.plug("A1")
+        let holder = try await daemon.connect("flasher")
+        defer { holder.close() }
+        let claim = try await holder.claim(.connections([board]), reason: "flashing")
+        let notices = NoticeLog(claim.notices)
+        #expect(claim.info.holder.uid == 0 && claim.info.holder.client == "flasher" && claim.info.holder.user == "root")
+
+        // Another client asks without waiting: refused, the holder named; the holder hears who asked.
+        let other = try await daemon.connect("other-job")
+        defer { other.close() }
+        do {
+            _ = try await other.claim(.connections([board]), reason: "my turn")
+            Issue.record("a held accessory was claimed twice")
+        } catch {
+            #expect(error.protocolError?.code == .claimConflict, "\(error)")
+            let holders = error.protocolError?.holders ?? []
+            #expect(holders.map(\.claimID) == [claim.claimID] && holders.first?.holder.client == "flasher")
+            #expect(holders.first?.reason == "flashing")
+        }
+        let contention = await notices.wait(for: .contention)
+        #expect(contention?.by?.client == "other-job" && contention?.reason == "my turn", "\(notices.all)")
+        #expect(contention?.by?.pid == getpid())
+
+        // An admin breaks it.
+        let admin = try await daemon.connect("admin")
+        defer { admin.close() }
+        try await admin.release(.connection(board), force: true, reason: "the board is needed for a demo")
+        let broken = await notices.wait(for: .broken)
+        #expect(broken?.by?.client == "admin" && broken?.reason == "the board is needed for a demo")
+        #expect(try await admin.claims().claims.isEmpty)
+        let journal = daemon.log
+        #expect(journal.contains("claim broken by root") && journal.contains("claim.break.reason=the board is needed"))
+        #expect(journal.contains("claim contended by root") && journal.contains("claim granted: \(claim.claimID)"))
+    }
+
+    @Test func onlyItsHolderReleasesAClaimAndOnlyAnAdminBreaksIt() async throws {
+        let daemon = try await ClaimDaemon()
+        let board = try await daemon.plug("A2")
+        let holder = try await daemon.connect()
+        defer { holder.close() }
+        let claim = try await holder.claim(.connections([board]))
+        defer { withExtendedLifetime(claim) {} }
+        let nobody = try await daemon.accmon(["release", String(board.rawValue)], as: asNobody)
+        #expect(nobody.termination == .exited(77), "\(nobody)")
+        #expect(nobody.stderr.contains("only its holder releases it"), "\(nobody)")
+        let notAdmin = try await daemon.accmon(
+            ["release", String(board.rawValue), "--force", "--reason", "mine now"], as: asNobody)
+        #expect(notAdmin.termination == .exited(77) && notAdmin.stderr.contains("only root and the manifest's admins"), "\(notAdmin)")
+        #expect(try await holder.claims().claims.count == 1)
+        let unknown = try await daemon.accmon(["release", "c-99"])
+        #expect(unknown.termination == .exited(1) && unknown.stderr.contains("no such claim"), "\(unknown)")
+    }
+
+    @Test func waitersAreServedInTheOrderTheyCame() async throws {
+        let daemon = try await ClaimDaemon()
+        let board = try await daemon.plug("A3")
+        let holder = try await daemon.connect("holder")
+        let first = try await holder.claim(.connections([board]))
+        var order: [String] = []
+        var connections: [AccmonConnection] = []
+        var waits: [Task<AccmonClaim, any Error>] = []
+        for name in ["w1", "w2", "w3"] {
+            let connection = try await daemon.connect(name)
+            connections.append(connection)
+            waits.append(Task { try await connection.claim(.connections([board]), wait: true) })
+            // Each in line before the next asks.
+            #expect(await eventually { (try? await holder.claims().waiters.count) == connections.count })
+        }
+        defer { for connection in connections { connection.close() } }
+        let places = try await holder.claims().waiters.map(\.party.client)
+        #expect(places == ["w1", "w2", "w3"])
+        try await first.release()
+        holder.close()
+        for (index, wait) in waits.enumerated() {
+            let claim = try await wait.value
+            order.append(claim.info.holder.client ?? "?")
+            #expect(claim.accessories.map(\.connectionID) == [board])
+            if index < 2 {
+                let remaining = try await connections[index].claims().waiters.map(\.party.client)
+                #expect(remaining == Array(["w2", "w3"][index...]).map { $0 })
+            }
+            try await claim.release()
+        }
+        #expect(order == ["w1", "w2", "w3"])
+    }
+
+    @Test func twoClaimersAskingForTwoAccessoriesInOppositeOrdersNeverDeadlock() async throws {
+        let daemon = try await ClaimDaemon()
+        let a = try await daemon.plug("PA")
+        let b = try await daemon.plug("PB")
+        let left = try await daemon.connect("left")
+        let right = try await daemon.connect("right")
+        defer {
+            left.close()
+            right.close()
+        }
+        for round in 0..<100 {
+            // Each takes both (waiting for the other when it holds them), checks, and lets go.
+            try await withThrowingTaskGroup(of: Set<ConnectionID>.self) { group in
+                for (connection, order) in [(left, [a, b]), (right, [b, a])] {
+                    group.addTask {
+                        let claim = try await connection.claim(.connections(order), wait: true)
+                        let held = Set(claim.accessories.map(\.connectionID))
+                        try await claim.release()
+                        return held
+                    }
+                }
+                for try await held in group { #expect(held == [a, b], "round \(round)") }
+            }
+        }
+        #expect(try await left.claims().claims.isEmpty)
+    }
+
+    @Test func aClaimFollowsItsAccessoryThroughAReEnumerationAndEndsWhenItDoesNotComeBack() async throws {
+        let daemon = try await ClaimDaemon(manifest: ClaimDaemon.manifest(claim: #"{"returnSeconds": 1.5}"#))
+        let board = try await daemon.plug("RESET1", port: "1-1.4")
+        let connection = try await daemon.connect("flasher")
+        defer { connection.close() }
+        let claim = try await connection.claim(.connections([board]))
+        let notices = NoticeLog(claim.notices)
+        // It resets: gone, then back with the same accessory id, as a new connection.
+        try await daemon.unplug(board)
+        #expect(await notices.wait(for: .returning)?.accessory?.connectionID == board)
+        // Meanwhile nobody else may take what comes back on that port.
+        let back = try await daemon.plug("RESET1", port: "1-1.4", node: "/dev/ttyUSB7")
+        let returned = await notices.wait(for: .returned)
+        #expect(returned?.accessory?.connectionID == back && returned?.claim?.accessories.first?.deviceNodes == ["/dev/ttyUSB7"])
+        #expect(claim.info.accessories.map(\.connectionID) == [back], "the claim object follows")
+        #expect(try await connection.claims().claims.first?.connections == [back])
+        // Its bootloader: another serial number on the same port, same kind.
+        try await daemon.unplug(back)
+        let loader = try await daemon.plug("BOOTLOADER", port: "1-1.4")
+        _ = await eventually { notices.all.filter { $0.kind == .returned }.count == 2 }
+        #expect(try await connection.claims().claims.first?.connections == [loader])
+        // Gone for longer than its window: lost.
+        try await daemon.unplug(loader)
+        let lost = await notices.wait(for: .lost, timeout: .seconds(5))
+        #expect(lost != nil, "\(notices.all)")
+        #expect(try await connection.claims().claims.isEmpty)
+    }
+
+    @Test func aClaimKeptWithAPreservedSessionWaitsForItsClientForTheGrace() async throws {
+        let daemon = try await ClaimDaemon(arguments: ["--claim-grace", "2"])
+        let board = try await daemon.plug("GRACE1")
+        let spare = try await daemon.plug("GRACE2")
+        func appSession() async throws -> RawSocket {
+            let app = try RawSocket(path: daemon.socketPath)
+            try app.send(#"{"type":"hello","id":1,"versions":[1],"client":"app","restoreID":"app"}"# + "\n")
+            try app.send(#"{"type":"subscribe","id":2}"# + "\n")
+            return app
+        }
+        // A session with a restore id keeps a claim asked with `preserve` while it is away...
+        var app = try await appSession()
+        try app.send(#"{"type":"claim","id":3,"connections":[\#(board.rawValue)],"preserve":true}"# + "\n")
+        #expect(await eventually { await app.readObject(timeout: .milliseconds(200))?["type"] as? String == "claim" })
+        // ...and one without `preserve` loses it with the connection.
+        let plain = try await daemon.connect("plain")
+        let lost = try await plain.claim(.connections([spare]))
+        plain.close()
+        withExtendedLifetime(lost) {}
+        app.close()
+        let observer = try await daemon.connect("observer")
+        defer { observer.close() }
+        #expect(await eventually { (try? await observer.claims().claims.map(\.connections)) == [[board]] })
+        // The client comes back within the grace: the claim is its again.
+        app = try await appSession()
+        try await Task.sleep(for: .seconds(2.5))  // past the grace: kept, because its client is back
+        #expect(try await observer.claims().claims.map(\.connections) == [[board]])
+        // Away again, longer than the grace: the claim ends.
+        app.close()
+        #expect(await eventually(timeout: .seconds(6)) { (try? await observer.claims().claims.isEmpty) == true })
+        #expect(daemon.log.contains("claim taken up with its restored session"), "\(daemon.log)")
+    }
+
+    @Test func subscribersWhoAskSeeClaimsChangeAndOthersGetNoNewMessage() async throws {
+        let daemon = try await ClaimDaemon()
+        let board = try await daemon.plug("SUB1")
+        let watcher = try daemon.startAccmon(["watch", "--json"], name: "watch")
+        let raw = try RawSocket(path: daemon.socketPath)
+        try raw.send(#"{"type":"subscribe","id":1}"# + "\n")
+        #expect(await raw.readObject()?["type"] as? String == "snapshot")
+        #expect(await eventually { watcher.stdout.contains("\"snapshot\"") })
+        let holder = try await daemon.connect("holder")
+        let claim = try await holder.claim(.connections([board]), reason: "r1")
+        #expect(await eventually { watcher.stdout.contains("\"claim-update\"") && watcher.stdout.contains("\"r1\"") })
+        try await claim.release()
+        #expect(await eventually { watcher.stdout.components(separatedBy: "\"claim-update\"").count == 3 })
+        holder.close()
+        // A protocol-1 subscriber that did not ask got nothing: the next line it reads is the next event.
+        try await daemon.unplug(board)
+        #expect(await raw.readObject()?["type"] as? String == "disconnect")
+        let listed = try await daemon.accmon(["list", "--json"])
+        #expect(!listed.stdout.contains("\"claim\""), "\(listed)")
+        watcher.send(SIGINT)
+    }
+}
