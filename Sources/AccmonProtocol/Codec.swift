@@ -90,6 +90,8 @@ public struct ProtocolCodec {
                 request = .reloadManifest
             case "status":
                 request = .status
+            case "history":
+                request = .history(try historyQuery(data))
             case "simulate":
                 request = try simulateRequest(data)
             default:
@@ -98,8 +100,8 @@ public struct ProtocolCodec {
                         id: envelope.id,
                         error: ProtocolError(
                             .unknownType,
-                            "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, ack, list, status, reload"
-                                + " or simulate)")))
+                            "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, ack, list, status, history,"
+                                + " reload or simulate)")))
             }
             if let path = check.nonIntegerNumber(readBy: request) {
                 throw ProtocolError(.invalidField, "\(type): \(path): \(RequestLineCheck.integerExpected)")
@@ -116,6 +118,16 @@ public struct ProtocolCodec {
         let filter = filter ?? .all
         if let problem = filter.validationProblem() { throw ProtocolError(.invalidField, "\(context): \(problem)") }
         return filter
+    }
+
+    private func historyQuery(_ data: Data) throws -> HistoryQuery {
+        let body = try decoder.decode(HistoryBody.self, from: data)
+        let limit = body.limit ?? HistoryQuery.defaultLimit
+        guard (1...HistoryQuery.maximumLimit).contains(limit) else {
+            throw ProtocolError(
+                .invalidField, "history: limit: \(limit) is not from 1 to \(HistoryQuery.maximumLimit)")
+        }
+        return HistoryQuery(since: body.since, limit: limit, filter: try validated(body.filter, "history"))
     }
 
     private func simulateRequest(_ data: Data) throws -> ClientRequest {
@@ -182,6 +194,11 @@ public struct ProtocolCodec {
                 all: all ? true : nil)
         case .unsubscribe, .suspend, .resume, .status, .reloadManifest:
             body = OutgoingBare(type: message.request.typeName, id: message.id)
+        case .history(let query):
+            body = OutgoingHistory(
+                type: "history", id: message.id, since: query.since,
+                limit: query.limit == HistoryQuery.defaultLimit ? nil : query.limit,
+                filter: query.filter == .all ? nil : query.filter)
         case .simulateConnect(let accessory):
             body = OutgoingSimulate(
                 type: "simulate", id: message.id, action: "connect", accessory: accessory, connectionID: nil)

@@ -59,6 +59,11 @@ enum WireForm {
         case .simulateDisconnect(let connectionID):
             members.append(("action", .plainString("disconnect")))
             members.append(("connectionID", .number(String(connectionID.rawValue))))
+        case .history(let query):
+            optional("since", query.since.map { .number(String($0)) })
+            optional(
+                "limit", .number(String(query.limit)), default: query.limit == HistoryQuery.defaultLimit)
+            optional("filter", value(of: query.filter, using: &random), default: query.filter == .all)
         case .unsubscribe, .suspend, .resume, .status, .reloadManifest:
             break
         }
