@@ -8,7 +8,7 @@ let limits = DaemonLimits()
 
 let usage = """
     Usage: accmond [--socket PATH] [--simulate] [--no-udev] [--log-level LEVEL] [--manifest PATH] [--manifest-dir DIR]
-                   [--state-dir PATH] [--restore-retention SECONDS] [LIMITS]
+                   [--state-dir PATH] [--restore-retention SECONDS] [--history-entries N] [LIMITS]
 
     The accmon daemon: publishes accessory connect and disconnect events on a Unix socket.
 
@@ -23,6 +23,9 @@ let usage = """
                                  writable by its owner alone (accmond's user or root), else accmond refuses to start
       --restore-retention SECS   keep a gone client's session for its restore id this long (default \
     \(Int(defaults.restoreRetentionSeconds)))
+      --history-entries N        keep the newest N history entries (connects, disconnects, rejections, claims),
+                                 in memory and in history.jsonl in the state directory; 0 keeps none (default \
+    \(defaults.historyEntries); about 1 KiB of memory each, see docs/HISTORY.md)
       -h, --help                 show this help
       --version                  show the version
 
@@ -61,6 +64,9 @@ func parseInvocation(_ arguments: [String]) throws(UsageError) -> Invocation {
         case "--state-dir": configuration.stateDirectory = try cursor.value(for: argument)
         case "--manifest": configuration.manifestPath = try cursor.value(for: argument)
         case "--manifest-dir": configuration.manifestDirectory = try cursor.value(for: argument)
+        case "--history-entries":
+            configuration.historyEntries = try cursor.integer(
+                for: argument, in: 0...DaemonConfiguration.maximumHistoryEntries)
         case "--restore-retention":
             configuration.restoreRetentionSeconds = try cursor.seconds(
                 for: argument, in: 0...Double.greatestFiniteMagnitude)

@@ -57,7 +57,11 @@ final class BrokerLoop {
         self.sink = sink
         self.loopDrivenSources = loopDrivenSources
         self.stopFlag = stopFlag
-        state = BrokerState(configuration: configuration, simulated: simulated)
+        state = BrokerState(
+            configuration: configuration, simulated: simulated,
+            history: try History(
+                capacity: configuration.historyEntries, directory: store?.directory.directory,
+                logger: configuration.logger))
         persistence = Persistence(state: state, store: store)
         state.launcher = Launcher(state: state, persistence: persistence, wakeup: sink.wakeup)
         publisher = Publisher(state: state, persistence: persistence, sink: sink)
@@ -233,5 +237,6 @@ final class BrokerLoop {
         }
         state.sessions.removeAll { release($0) }
         persistence.save(waitForDisk: true)
+        state.history.finish()
     }
 }

@@ -16,12 +16,15 @@ final class BrokerState {
     var authorizer = Authorizer()
     var preserved: PreservedSessions
     let sessions: SessionTable
+    /// What happened to the accessories (connects, disconnects, rejections, claims), bounded and persisted.
+    let history: History
     /// Launch on connect and relaunch (set by the loop once persistence exists).
     var launcher: Launcher?
 
-    init(configuration: DaemonConfiguration, simulated: SimulatedEventSource?) {
+    init(configuration: DaemonConfiguration, simulated: SimulatedEventSource?, history: History) {
         self.configuration = configuration
         self.simulated = simulated
+        self.history = history
         preserved = PreservedSessions(
             retentionSeconds: configuration.restoreRetentionSeconds, limit: configuration.limits.preservedSessions,
             limitPerUser: configuration.limits.preservedSessionsPerUser)
