@@ -179,8 +179,9 @@ enum HistoryFile {
     private static func reason(_ error: any Error) -> String {
         guard let error = error as? DecodingError else { return "\(error)" }
         switch error {
-        case .dataCorrupted(let context), .keyNotFound(_, let context), .typeMismatch(_, let context),
-            .valueNotFound(_, let context):
+        case .keyNotFound(let key, let context):
+            return (context.codingPath + [key]).map(\.stringValue).joined(separator: ".") + ": missing"
+        case .dataCorrupted(let context), .typeMismatch(_, let context), .valueNotFound(_, let context):
             let path = context.codingPath.map(\.stringValue).joined(separator: ".")
             return path.isEmpty ? "not valid JSON" : "\(path): \(context.debugDescription)"
         @unknown default:
