@@ -203,16 +203,20 @@ struct HistoryTests {
         #expect(newest.accessory.name == "After" && newest.seq > before.last!.seq, "\(newest.seq)")
     }
 
-    /// A history file that is not one (garbage, or larger than the limit) is moved aside with a log line saying why
-    /// and where; accmond starts with an empty history and records again.
-    @Test(arguments: ["garbage", "oversized"])
+    /// A history file that is not one (garbage, larger than the limit, a link planted in its place) is moved aside
+    /// with a log line saying why and where, never followed; accmond starts with an empty history and records again.
+    @Test(arguments: ["garbage", "oversized", "link"])
     func aCorruptOrOversizedFileIsSetAside(kind: String) async throws {
         let root = try TemporaryDirectory()
         let state = root.file("state")
         try makeDirectory(state, mode: 0o700)
         let file = "\(state)/history.jsonl"
+        let victim = root.file("victim")
+        try "precious\n".write(toFile: victim, atomically: false, encoding: .utf8)
         if kind == "garbage" {
             try "{\"version\":1}\nnot json at all\n".write(toFile: file, atomically: false, encoding: .utf8)
+        } else if kind == "link" {
+            try FileManager.default.createSymbolicLink(atPath: file, withDestinationPath: victim)
         } else {
             let descriptor = open(file, O_WRONLY | O_CREAT, 0o600)
             try #require(descriptor >= 0 && ftruncate(descriptor, 17 << 20) == 0)
@@ -224,10 +228,12 @@ struct HistoryTests {
         #expect(try await admin.history().isEmpty)
         _ = try await admin.simulateConnect(Accessory(kind: .usb, name: "Fresh"))
         #expect(try await admin.history().map(\.accessory.name) == ["Fresh"])
-        let reason = kind == "garbage" ? "line 2: not valid JSON" : "larger than 16 MiB"
+        let reason =
+            ["garbage": "line 2: not valid JSON", "oversized": "larger than 16 MiB", "link": "not a regular file (a symbolic link)"][kind]!
         #expect(
             daemon.log.contains("history: '\(file)': unreadable (\(reason)); moved to 'history.jsonl.corrupt-"),
             "\(daemon.log)")
         #expect(entries(of: state).contains { $0.hasPrefix("history.jsonl.corrupt-") }, "\(entries(of: state))")
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "precious\n")
     }
 }

@@ -56,11 +56,22 @@ enum HistoryFile {
 
     /// A whole file: the header, the records, the reservation.
     static func contents(_ records: [HistoryRecord], reserved: UInt64) -> [UInt8] {
-        var out = JSONOutput(capacity: 64 + 800 * records.count)
-        header(into: &out)
-        for record in records { line(record, into: &out) }
-        reservation(reserved, into: &out)
-        return out.bytes()
+        Array(chunks(records, reserved: reserved).joined())
+    }
+
+    /// A whole file in chunks of at most 256 records, each encoded when it is asked for: a rewrite of the whole ring
+    /// holds one chunk in memory, not the file.
+    static func chunks(_ records: [HistoryRecord], reserved: UInt64) -> some Sequence<[UInt8]> {
+        let chunkSize = 256
+        let count = records.isEmpty ? 1 : (records.count + chunkSize - 1) / chunkSize
+        return (0..<count).lazy.map { index in
+            let slice = records[min(records.count, index * chunkSize)..<min(records.count, (index + 1) * chunkSize)]
+            var out = JSONOutput(capacity: 64 + 800 * slice.count)
+            if index == 0 { header(into: &out) }
+            for record in slice { line(record, into: &out) }
+            if index == count - 1 { reservation(reserved, into: &out) }
+            return out.bytes()
+        }
     }
 
     // MARK: Reading

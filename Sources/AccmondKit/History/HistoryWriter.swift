@@ -172,9 +172,13 @@ private struct FileState: Sendable {
         file?.close()
         file = nil
         let records = written.elements
-        let bytes = HistoryFile.contents(records, reserved: reservation)
+        var byteCount = 0
+        let chunks = HistoryFile.chunks(records, reserved: reservation).lazy.map { chunk in
+            byteCount += chunk.count
+            return chunk
+        }
         do throws(FileError) {
-            try AtomicFile.write(bytes, to: HistoryFile.name, in: directory)
+            try AtomicFile.write(chunks: chunks, to: HistoryFile.name, in: directory)
         } catch {
             failed("\(error)")
             return
@@ -192,7 +196,7 @@ private struct FileState: Sendable {
             return
         }
         linesInFile = records.count + 2
-        bytesInFile = bytes.count
+        bytesInFile = byteCount
         reserved = reservation
         needsRewrite = false
         succeeded()
