@@ -150,6 +150,24 @@ struct HistoryTests {
         #expect(result.stderr.contains("See 'accmon history --help'."), "\(result)")
     }
 
+    /// `--history-entries 0` keeps none: the reply is empty and no file is written; a value out of range is a usage
+    /// error.
+    @Test func zeroEntriesTurnTheHistoryOff() async throws {
+        let root = try TemporaryDirectory()
+        let state = root.file("state")
+        let daemon = try await Accmond.start(arguments: ["--state-dir", state, "--history-entries", "0"])
+        let admin = try await daemon.connect("admin")
+        defer { admin.close() }
+        _ = try await admin.simulateConnect(Accessory(kind: .usb, name: "Unrecorded"))
+        #expect(try await admin.history().isEmpty)
+        #expect(!entries(of: state).contains("history.jsonl"), "\(entries(of: state))")
+        for value in ["-1", "1000001", "many"] {
+            let result = try await run(try Binaries.accmond, ["--history-entries", value], in: root)
+            #expect(result.termination == .exited(64), "\(result)")
+            #expect(result.stderr.contains("Error: --history-entries: '\(value)'"), "\(result)")
+        }
+    }
+
     // MARK: Restarts
 
     /// Plugs and unplugs some accessories (none stays: one left connected would be disconnected at the restart, as
