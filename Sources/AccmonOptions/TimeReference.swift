@@ -85,7 +85,9 @@ public enum TimeReference: Sendable, Equatable {
         return total
     }
 
-    private static func parseTime(_ s: [Unicode.Scalar], text: String, option: String) throws(UsageError)
+    private static func parseTime(
+        _ s: [Unicode.Scalar], text: String, option: String
+    ) throws(UsageError)
         -> TimeReference
     {
         var index = 0

@@ -11,8 +11,10 @@ import Testing
 struct HistoryDiskFaultTests {
     /// The entries of the history file (the faulty file system's backing directory holds it).
     static func entriesOnDisk(_ daemon: FaultyDiskDaemon) -> [HistoryEntry] {
-        guard let text = try? String(contentsOfFile: "\(daemon.backing)/history.jsonl", encoding: .utf8)  // try?: none yet
-        else { return [] }
+        // try?: no file yet is no entry.
+        guard let text = try? String(contentsOfFile: "\(daemon.backing)/history.jsonl", encoding: .utf8) else {
+            return []
+        }
         struct Line: Decodable { var entry: HistoryEntry? }
         return text.split(separator: "\n").compactMap {
             try? JSONDecoder().decode(Line.self, from: Data($0.utf8)).entry  // try?: a line cut short is no entry
@@ -63,7 +65,9 @@ struct HistoryDiskFaultTests {
         for index in 0..<50 { _ = try await admin.simulateConnect(Accessory(kind: .serial, name: "During \(index)")) }
         #expect(await events.waitForCount(51), "\(daemon.log)")
         #expect(
-            await eventually { daemon.log.contains("history: cannot write: ") && daemon.log.contains("Input/output error") },
+            await eventually {
+                daemon.log.contains("history: cannot write: ") && daemon.log.contains("Input/output error")
+            },
             "\(daemon.log)")
         let failureLines = daemon.log.components(separatedBy: "history: cannot write: ").count - 1
         #expect(failureLines == 1, "\(daemon.log)")

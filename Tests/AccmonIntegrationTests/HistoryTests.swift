@@ -247,7 +247,10 @@ struct HistoryTests {
         _ = try await admin.simulateConnect(Accessory(kind: .usb, name: "Fresh"))
         #expect(try await admin.history().map(\.accessory.name) == ["Fresh"])
         let reason =
-            ["garbage": "line 2: not valid JSON", "oversized": "larger than 16 MiB", "link": "not a regular file (a symbolic link)"][kind]!
+            [
+                "garbage": "line 2: not valid JSON", "oversized": "larger than 16 MiB",
+                "link": "not a regular file (a symbolic link)",
+            ][kind]!
         #expect(
             daemon.log.contains("history: '\(file)': unreadable (\(reason)); moved to 'history.jsonl.corrupt-"),
             "\(daemon.log)")

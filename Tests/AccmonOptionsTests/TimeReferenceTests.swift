@@ -62,7 +62,10 @@ import Testing
         ("2026-12-02T10", "--since: '2026-12-02T10': ':' expected after the hour"),
         ("2026-12-02X10:00", "--since: '2026-12-02X10:00': 'T' and a time of day expected after the date"),
         ("2026-12-02T10:00:00+25:00", "--since: '2026-12-02T10:00:00+25:00': zone hour 25 is not from 0 to 23"),
-        ("2026-12-02T10:00:00 UTC", "--since: '2026-12-02T10:00:00 UTC': 'Z' or an offset such as +01:00 expected after the time of day"),
+        (
+            "2026-12-02T10:00:00 UTC",
+            "--since: '2026-12-02T10:00:00 UTC': 'Z' or an offset such as +01:00 expected after the time of day"
+        ),
         ("2026-12-02T10:00:00Zulu", "--since: '2026-12-02T10:00:00Zulu': unexpected text after the zone"),
         ("2026-12-02T10:00:00.Z", "--since: '2026-12-02T10:00:00.Z': digits expected after the second's decimal point"),
         ("2026-1a-02", "--since: '2026-1a-02': the month is not 2 digits"),

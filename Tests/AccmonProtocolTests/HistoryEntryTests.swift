@@ -12,7 +12,8 @@ import Testing
         let accessory = Accessory(kind: .usb, accessoryID: "usb:1d6b:0104", vendorID: "1d6b", productID: "0104")
         let full = HistoryEntry(
             seq: 12, time: 1_796_000_000.123, kind: .connect, accessory: accessory, eventSeq: 41,
-            actor: Party(user: "alice", uid: 1000, pid: 4242, client: "accmon"), holder: Party(user: "ci", remote: true),
+            actor: Party(user: "alice", uid: 1000, pid: 4242, client: "accmon"),
+            holder: Party(user: "ci", remote: true),
             reason: "flashing")
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -27,9 +28,10 @@ import Testing
         #expect(
             String(decoding: try encoder.encode(bare), as: UTF8.self)
                 == #"{"accessory":"# + accessoryJSON + #","kind":"break","seq":1,"time":1796000000}"#)
-        #expect(HistoryEntry.Kind.allCases.map(\.rawValue) == [
-            "connect", "disconnect", "rejected", "claim", "release", "contention", "break",
-        ])
+        #expect(
+            HistoryEntry.Kind.allCases.map(\.rawValue) == [
+                "connect", "disconnect", "rejected", "claim", "release", "contention", "break",
+            ])
     }
 
     /// Random entries (every kind, awkward strings, optional fields present or not, any time): the hand-written

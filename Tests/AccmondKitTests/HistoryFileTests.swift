@@ -97,8 +97,14 @@ import Testing
         lines[2] = "{\"entry\":{\"kind\":\"connect\"}}"
         let cases: [(String, String, UInt64)] = [
             (lines.joined(separator: "\n"), "line 3: entry.seq: missing", 30),
-            (good.replacingOccurrences(of: "{\"version\":1}", with: "{\"version\":2}"), "line 1: not a history file", 30),
-            ("garbage\n" + good.split(separator: "\n").dropFirst().joined(separator: "\n") + "\n", "line 1: not valid JSON", 30),
+            (
+                good.replacingOccurrences(of: "{\"version\":1}", with: "{\"version\":2}"), "line 1: not a history file",
+                30
+            ),
+            (
+                "garbage\n" + good.split(separator: "\n").dropFirst().joined(separator: "\n") + "\n",
+                "line 1: not valid JSON", 30
+            ),
             (good + "{\"something\":1}\n", "line 6: neither an entry nor a reservation", 30),
             (good + good.split(separator: "\n")[1] + "\n", "line 6: seq 10 does not follow 30", 30),
             ("", "empty", 0),

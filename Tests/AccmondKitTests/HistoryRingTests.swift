@@ -29,7 +29,9 @@ import Testing
                 #expect(ring.last == expected.last)
                 #expect((0..<ring.count).map { ring[$0] } == expected)
                 var newestFirst: [Int] = []
-                ring.forEachNewestFirst { newestFirst.append($0); return true }
+                ring.forEachNewestFirst {
+                    newestFirst.append($0); return true
+                }
                 #expect(newestFirst == expected.reversed())
             }
             #expect(ring.emptied.isEmpty && ring.emptied.capacity == capacity && ring.emptied.evicted == 0)
@@ -41,7 +43,9 @@ import Testing
         var ring = BoundedRing<Int>(capacity: 5)
         ring.append(contentsOf: 0..<9)
         var seen: [Int] = []
-        ring.forEachNewestFirst { seen.append($0); return seen.count < 2 }
+        ring.forEachNewestFirst {
+            seen.append($0); return seen.count < 2
+        }
         #expect(seen == [8, 7])
     }
 
@@ -127,7 +131,8 @@ import Testing
                             } else {
                                 false
                             }
-                        return visible && filter.matches(item.entry.accessory) && since.map { item.entry.time > $0 } ?? true
+                        return visible && filter.matches(item.entry.accessory)
+                            && since.map { item.entry.time > $0 } ?? true
                     }.map(\.entry).suffix(limit)
                     #expect(
                         answer == Array(model),

@@ -36,7 +36,9 @@ final class HistoryWriter: Sendable {
 
     /// Rewrites the file in `directory` with `records` (the history loaded at start) and a reservation after
     /// `lastSeq`, then starts the writer thread. A failed first write is logged and retried by the thread.
-    init(directory: DirectoryDescriptor, capacity: Int, records: [HistoryRecord], lastSeq: UInt64, logger: Logger)
+    init(
+        directory: DirectoryDescriptor, capacity: Int, records: [HistoryRecord], lastSeq: UInt64, logger: Logger
+    )
         throws(Errno)
     {
         pending = Mutex(Pending(records: BoundedRing(capacity: capacity)))

@@ -36,8 +36,10 @@ final class FaultyDiskDaemon: @unchecked Sendable {
             """#
         process = try ChildProcess(
             URL(fileURLWithPath: "/usr/bin/unshare"),
-            ["-m", "--propagation", "private", "/bin/sh", "-c", shell, script, backing, mountpoint, control,
-             fileSystemPIDFile, try Binaries.accmond.path] + flags,
+            [
+                "-m", "--propagation", "private", "/bin/sh", "-c", shell, script, backing, mountpoint, control,
+                fileSystemPIDFile, try Binaries.accmond.path,
+            ] + flags,
             name: "accmond", directory: directory)
         let up = await eventually {
             guard process.isRunning else { return true }
