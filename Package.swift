@@ -120,8 +120,13 @@ let package = Package(
             swiftSettings: strictSettings),
         .testTarget(
             name: "AccmondKitTests",
-            dependencies: ["AccmondKit", "AccmonDevices", "AccmonProtocol", "AccmonSys", "AccmonTestSupport"],
+            dependencies: [
+                "AccmondKit", "AccmonDevices", "AccmonLogging", "AccmonManifest", "AccmonProtocol", "AccmonSys",
+                "AccmonTestSupport",
+            ],
             swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonOptionsTests", dependencies: ["AccmonOptions"], swiftSettings: strictSettings),
         .testTarget(
             name: "AccmonManifestTests",
             dependencies: [

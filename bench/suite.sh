@@ -14,7 +14,7 @@
 # 1,10,100,1000), BENCH_MQTT_OUTAGE (seconds, default 600), BENCH_HOSTILE_SECONDS (seconds per attack, default 20).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SUITES="stream fanout memory startup instructions sysfs python mqtt hostile"
+SUITES="stream fanout memory startup instructions sysfs python mqtt hostile history"
 
 supports() {
     local suite=$1 bin=$2 source=$3
@@ -22,6 +22,9 @@ supports() {
         stream|fanout|memory|startup|instructions|sysfs) [ -x "$bin/accmond" ] && [ -x "$bin/accmon" ] ;;
         python) [ -d "$source/clients/python/src/accmon" ] || { echo "no clients/python in $source" >&2; return 1; } ;;
         mqtt) [ -x "$bin/accmon-mqtt" ] || { echo "no accmon-mqtt in $bin" >&2; return 1; } ;;
+        history)
+            "$bin/accmond" --help 2>&1 | grep -q -- '--history-entries' \
+                || { echo "$bin/accmond has no --history-entries" >&2; return 1; } ;;
         hostile)
             # The attacks need the limits of issue 21 (without them accmond has no answer to the fd-limit attack).
             "$bin/accmond" --help 2>&1 | grep -q -- '--max-connections-per-user' \
@@ -46,6 +49,7 @@ run() {
         mqtt) /usr/bin/python3 "$here/mqtt.py" "$bin" "$tools" --repeats "$repeats" \
                   --outage-seconds "${BENCH_MQTT_OUTAGE:-600}" ;;
         hostile) /usr/bin/python3 "$here/hostile.py" "$bin" --attack-seconds "${BENCH_HOSTILE_SECONDS:-20}" ;;
+        history) /usr/bin/python3 "$here/history.py" "$bin" --rounds "$(( repeats > 5 ? repeats : 5 ))" ;;
         *) echo "bench: unknown suite '$suite' ($SUITES)" >&2; return 64 ;;
     esac
 }

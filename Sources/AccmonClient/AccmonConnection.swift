@@ -287,6 +287,23 @@ public final class AccmonConnection: Sendable {
         return snapshot
     }
 
+    /// The newest history entries this client may see: what happened to the accessories (connects, disconnects,
+    /// claims; rejected connects for root and the manifest's admins), oldest first.
+    ///
+    /// - Parameters:
+    ///   - since: only entries recorded after this time (seconds since the epoch); `nil` for all the daemon keeps.
+    ///   - limit: at most this many, the newest (1 to ``HistoryQuery/maximumLimit``).
+    ///   - filter: only entries whose accessory passes it.
+    public func history(
+        since: Double? = nil, limit: Int = HistoryQuery.defaultLimit, filter: AccessoryFilter = .all
+    ) async throws(AccmonError) -> [HistoryEntry] {
+        let query = HistoryQuery(since: since, limit: limit, filter: filter)
+        guard case .history(_, let entries) = try await channel.request(.history(query)) else {
+            throw AccmonError(.invalidResponse, "accmon: history: unexpected reply from accmond")
+        }
+        return entries
+    }
+
     /// Asks the daemon to read its manifest again (root and the manifest's admins only).
     ///
     /// - Throws: ``AccmonError`` whose ``AccmonError/protocolError`` has the code `manifest-invalid` and lists every

@@ -5,10 +5,11 @@ extension ProtocolCodec {
 
     /// Encodes a server message as one line, newline included.
     public func encode(_ message: ServerMessage) -> [UInt8] {
-        // Events and `ok` replies are written directly; the rest with JSONEncoder.
+        // Events, `ok` and `history` replies are written directly; the rest with JSONEncoder.
         switch message {
         case .event(let event): EventLineWriter.line(event)
         case .ok(let id, let connectionID): ReplyLineWriter.ok(id: id, connectionID: connectionID)
+        case .history(let id, let entries): ReplyLineWriter.history(id: id, entries: entries)
         default: line(ServerMessageCoding(message: message))
         }
     }

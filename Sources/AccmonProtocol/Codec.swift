@@ -92,6 +92,8 @@ public struct ProtocolCodec {
                 request = .reloadManifest
             case "status":
                 request = .status
+            case "history":
+                request = .history(try historyQuery(data))
             case "simulate":
                 request = try simulateRequest(data)
             case "claim":
@@ -106,8 +108,8 @@ public struct ProtocolCodec {
                         id: envelope.id,
                         error: ProtocolError(
                             .unknownType,
-                            "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, ack, list, status, reload"
-                                + ", simulate, claim, release or claims)")))
+                            "message: type: unknown type '\(type)' (expected hello, subscribe, unsubscribe, suspend, resume, ack, list, status, history,"
+                                + " reload, simulate, claim, release or claims)")))
             }
             if let path = check.nonIntegerNumber(readBy: request) {
                 throw ProtocolError(.invalidField, "\(type): \(path): \(RequestLineCheck.integerExpected)")
@@ -124,6 +126,16 @@ public struct ProtocolCodec {
         let filter = filter ?? .all
         if let problem = filter.validationProblem() { throw ProtocolError(.invalidField, "\(context): \(problem)") }
         return filter
+    }
+
+    private func historyQuery(_ data: Data) throws -> HistoryQuery {
+        let body = try decoder.decode(HistoryBody.self, from: data)
+        let limit = body.limit ?? HistoryQuery.defaultLimit
+        guard (1...HistoryQuery.maximumLimit).contains(limit) else {
+            throw ProtocolError(
+                .invalidField, "history: limit: \(limit) is not from 1 to \(HistoryQuery.maximumLimit)")
+        }
+        return HistoryQuery(since: body.since, limit: limit, filter: try validated(body.filter, "history"))
     }
 
     private func simulateRequest(_ data: Data) throws -> ClientRequest {
@@ -192,6 +204,11 @@ public struct ProtocolCodec {
             body = encodeClaimRequest(message.request, id: message.id)
         case .unsubscribe, .suspend, .resume, .status, .reloadManifest, .claims:
             body = OutgoingBare(type: message.request.typeName, id: message.id)
+        case .history(let query):
+            body = OutgoingHistory(
+                type: "history", id: message.id, since: query.since,
+                limit: query.limit == HistoryQuery.defaultLimit ? nil : query.limit,
+                filter: query.filter == .all ? nil : query.filter)
         case .simulateConnect(let accessory):
             body = OutgoingSimulate(
                 type: "simulate", id: message.id, action: "connect", accessory: accessory, connectionID: nil)

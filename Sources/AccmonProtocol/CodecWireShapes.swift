@@ -34,6 +34,13 @@ struct AckBody: Decodable {
 extension KeyedDecodingContainer {
     /// Decodes an integer field, reporting a number that does not fit (such as `-1` or `2.5` for a `UInt64`) as an
     /// invalid value at its key: JSONDecoder itself would report "not valid JSON" with no path.
+    fileprivate func decodeIntegerIfPresent<T: FixedWidthInteger & Decodable>(
+        _ type: T.Type, forKey key: Key
+    ) throws -> T? {
+        guard contains(key), try !decodeNil(forKey: key) else { return nil }  // null: as absent
+        return try decodeInteger(type, forKey: key)
+    }
+
     fileprivate func decodeInteger<T: FixedWidthInteger & Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         do {
             return try decode(type, forKey: key)
@@ -86,6 +93,29 @@ struct FilterBody: Decodable {
     var claims: Bool?
 }
 
+struct HistoryBody: Decodable {
+    var since: Double?
+    var limit: Int?
+    var filter: AccessoryFilter?
+
+    enum CodingKeys: String, CodingKey { case since, limit, filter }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        since = try c.decodeIfPresent(Double.self, forKey: .since)
+        limit = try c.decodeIntegerIfPresent(Int.self, forKey: .limit)
+        filter = try c.decodeIfPresent(AccessoryFilter.self, forKey: .filter)
+    }
+}
+
+struct OutgoingHistory: Encodable {
+    var type: String
+    var id: RequestID?
+    var since: Double?
+    var limit: Int?
+    var filter: AccessoryFilter?
+}
+
 struct SimulateBody: Decodable {
     var action: String
     var accessory: Accessory?
@@ -129,7 +159,7 @@ struct ServerMessageCoding: Codable {
 
     enum Keys: String, CodingKey {
         case type, id, version, daemon, session, seq, accessories, accessory, connectionID, code, message, reason
-        case restored, filter, rejected, holders, claim, claims, waiters, notice
+        case restored, filter, rejected, holders, claim, claims, waiters, notice, entries
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -179,6 +209,10 @@ struct ServerMessageCoding: Codable {
             try c.encode("status", forKey: .type)
             try c.encodeIfPresent(id, forKey: .id)
             try status.encode(to: encoder)
+        case .history(let id, let entries):
+            try c.encode("history", forKey: .type)
+            try c.encodeIfPresent(id, forKey: .id)
+            try c.encode(entries, forKey: .entries)
         case .ok(let id, let connectionID):
             try c.encode("ok", forKey: .type)
             try c.encodeIfPresent(id, forKey: .id)
@@ -251,6 +285,7 @@ struct ServerMessageCoding: Codable {
                     accessory: try c.decode(Accessory.self, forKey: .accessory),
                     rejection: try c.decodeIfPresent(String.self, forKey: .rejected)))
         case "status": message = .status(id: id, try DaemonStatus(from: decoder))
+        case "history": message = .history(id: id, entries: try c.decode([HistoryEntry].self, forKey: .entries))
         case "ok": message = .ok(id: id, connectionID: try c.decodeIfPresent(ConnectionID.self, forKey: .connectionID))
         case "error":
             message = .error(

@@ -61,6 +61,8 @@ public enum ClientRequest: Sendable, Hashable {
     case reloadManifest
     /// Asks for the daemon's status.
     case status
+    /// Asks for the newest history entries this client may see (``HistoryQuery``), oldest first.
+    case history(HistoryQuery)
     /// Makes the simulated source connect an accessory (daemon started with `--simulate` only).
     case simulateConnect(Accessory)
     /// Makes the simulated source disconnect a connection.
@@ -84,6 +86,7 @@ public enum ClientRequest: Sendable, Hashable {
         case .list: "list"
         case .status: "status"
         case .reloadManifest: "reload"
+        case .history: "history"
         case .simulateConnect, .simulateDisconnect: "simulate"
         case .claim: "claim"
         case .release: "release"
@@ -284,6 +287,8 @@ public enum ServerMessage: Sendable, Hashable {
     case event(AccessoryEvent)
     /// The reply to `status`.
     case status(id: RequestID?, DaemonStatus)
+    /// The reply to `history`: the entries, oldest first.
+    case history(id: RequestID?, entries: [HistoryEntry])
     /// Success of a request with no other reply (`unsubscribe`, `suspend`, `resume`, `simulate`); `simulate connect` names the connection.
     case ok(id: RequestID?, connectionID: ConnectionID?)
     /// A request failed or a line could not be read.

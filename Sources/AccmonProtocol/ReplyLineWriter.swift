@@ -1,6 +1,7 @@
 /// Writes the line of an `ok` reply directly, byte for byte what ``ProtocolCodec`` writes with JSONEncoder (sorted
 /// keys, slashes unescaped), with ``EventLineWriter``'s strings and numbers: an `ok` answers every `simulate`, so it is
-/// on the request path. (Errors are rare: JSONEncoder writes them.)
+/// on the request path; and of a `history` reply, which may hold 10,000 entries. (Errors are rare: JSONEncoder writes
+/// them.)
 enum ReplyLineWriter {
     /// `{"connectionID":…,"id":…,"type":"ok"}`, without the absent fields.
     static func ok(id: RequestID?, connectionID: ConnectionID?) -> [UInt8] {
@@ -18,6 +19,20 @@ enum ReplyLineWriter {
             }
             EventLineWriter.literal(#""type":"ok"}\#n"#, into: &out)
         }
+    }
+
+    /// `{"entries":[…],"id":…,"type":"history"}`, without an absent `id`.
+    static func history(id: RequestID?, entries: [HistoryEntry]) -> [UInt8] {
+        var out = JSONOutput(capacity: 256 + 700 * entries.count)
+        EventLineWriter.literal(#"{"entries":["#, into: &out)
+        EventLineWriter.list(entries, into: &out) { entry, out in HistoryLineWriter.entry(entry, into: &out) }
+        out.append(UInt8(ascii: "]"))
+        if let id {
+            EventLineWriter.literal(#","id":"#, into: &out)
+            requestID(id, into: &out)
+        }
+        EventLineWriter.literal(#","type":"history"}\#n"#, into: &out)
+        return out.bytes()
     }
 
     /// A request id: a JSON number or string.

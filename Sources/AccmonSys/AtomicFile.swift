@@ -45,10 +45,18 @@ public enum AtomicFile {
     public static func write(
         _ bytes: [UInt8], to name: String, in directory: DirectoryDescriptor, mode: mode_t = 0o600
     ) throws(FileError) {
+        try write(chunks: CollectionOfOne(bytes), to: name, in: directory, mode: mode)
+    }
+
+    /// Replaces `name` as ``write(_:to:in:mode:)`` does, with the concatenation of `chunks`, each made only when it
+    /// is written: a large file never has to be whole in memory.
+    public static func write(
+        chunks: some Sequence<[UInt8]>, to name: String, in directory: DirectoryDescriptor, mode: mode_t = 0o600
+    ) throws(FileError) {
         let (temporary, file) = try createTemporary(for: name, in: directory, mode: mode)
         do throws(Errno) {
             defer { file.close() }
-            try file.writeAll(bytes)
+            for chunk in chunks { try file.writeAll(chunk) }
             try file.synchronize()
         } catch {
             try? directory.remove(temporary)  // try?: the write's error is the one to report

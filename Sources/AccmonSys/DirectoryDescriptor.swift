@@ -50,6 +50,14 @@ public struct DirectoryDescriptor: Sendable {
         return FileDescriptor(rawValue: try valueOrErrno { openat(descriptor.rawValue, name, flags, mode) })
     }
 
+    /// Opens the existing file `name` for appending (`O_WRONLY | O_APPEND`), without following a symbolic link
+    /// (`O_NOFOLLOW`: a link there fails with `ELOOP`) and without blocking on a FIFO (`O_NONBLOCK`; check
+    /// ``FileDescriptor/status()`` before writing).
+    public func openForAppending(_ name: String) throws(Errno) -> FileDescriptor {
+        let flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC
+        return FileDescriptor(rawValue: try valueOrErrno { openat(descriptor.rawValue, name, flags) })
+    }
+
     /// Renames `name` to `newName` in this directory, replacing what `newName` was (`renameat(2)`).
     public func rename(_ name: String, to newName: String) throws(Errno) {
         _ = try valueOrErrno { renameat(descriptor.rawValue, name, descriptor.rawValue, newName) }

@@ -200,4 +200,17 @@ public final class BlockingSignal: Sendable {
         var value: UInt64 = 0
         while Glibc.read(descriptor.rawValue, &value, 8) < 0 && errno == EINTR {}
     }
+
+    /// Blocks until the signal is raised or `timeoutMilliseconds` pass; returns whether it was raised (and takes
+    /// it). Not for the cooperative pool.
+    public func wait(timeoutMilliseconds: Int32) -> Bool {
+        var waiting = pollfd(fd: descriptor.rawValue, events: Int16(POLLIN), revents: 0)
+        while true {
+            let result = poll(&waiting, 1, timeoutMilliseconds)
+            if result > 0 { break }
+            if result == 0 || errno != EINTR { return false }
+        }
+        wait()
+        return true
+    }
 }

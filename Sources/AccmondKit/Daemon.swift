@@ -22,6 +22,11 @@ public struct DaemonConfiguration: Sendable {
     public var stateDirectory: String?
     /// How long a preserved session (a client with a restore id that went away) is kept.
     public var restoreRetentionSeconds: Double
+    /// How many history entries accmond keeps (in memory, and in `history.jsonl` in the state directory); 0 keeps
+    /// none.
+    public var historyEntries = 10_000
+    /// The most ``historyEntries`` may be.
+    public static let maximumHistoryEntries = 1_000_000
     /// What one client, one user and all clients together may hold.
     public var limits: DaemonLimits
     /// Whether SIGTERM and SIGINT stop the daemon (off when a test runs it in process).

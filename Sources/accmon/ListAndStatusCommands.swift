@@ -100,7 +100,7 @@ struct ListCommand: Command {
 
 struct StatusCommand: Command {
     static let name = "status"
-    static let abstract = "Show the daemon's version, uptime, accessories and sessions."
+    static let abstract = "Show the daemon's version, uptime, accessories, sessions and recent history."
     static let usage = """
         Usage: accmon status [--json] [--socket PATH]
 
@@ -132,9 +132,22 @@ struct StatusCommand: Command {
         var status: DaemonStatus
     }
 
+    /// How many history entries end the human output.
+    static let historyLines = 5
+
     func run() async throws(AccmonError) {
         let connection = try await common.connect()
         let status = try await connection.status()
+        let history: Result<[HistoryEntry], AccmonError>
+        if json {
+            history = .success([])
+        } else {
+            do throws(AccmonError) {
+                history = .success(try await connection.history(limit: Self.historyLines))
+            } catch {
+                history = .failure(error)
+            }
+        }
         connection.close()
         if json {
             writeOut(jsonLine(Output(socket: connection.socketPath, status: status)))
@@ -173,6 +186,17 @@ struct StatusCommand: Command {
         }
         writeOut("\n" + table(["SESSION", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows))
         if let unlisted = status.unlistedClients { writeOut("(and \(unlisted) more sessions of this user)\n") }
+        switch history {
+        case .success(let entries):
+            writeOut("\nrecent history (accmon history for more):\n")
+            if entries.isEmpty { writeOut("  (none)\n") }
+            let style = Style.standardOutput
+            for entry in entries { writeOut(historyLine(entry, style: style)) }
+        case .failure(let error) where error.protocolError?.code == .unknownType:
+            break  // an accmond without history
+        case .failure(let error):
+            writeOut("\nrecent history: \(error.message)\n")
+        }
     }
 }
 

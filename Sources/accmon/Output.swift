@@ -20,7 +20,17 @@ struct Style {
 func timestamp() -> String {
     var now = timespec()
     clock_gettime(CLOCK_REALTIME, &now)
-    var seconds = now.tv_sec
+    return timestamp(seconds: now.tv_sec, nanoseconds: Int(now.tv_nsec))
+}
+
+/// A time in seconds since the epoch, as local time `YYYY-MM-DD HH:MM:SS.mmm`.
+func timestamp(_ time: Double) -> String {
+    let seconds = time.rounded(.down)
+    return timestamp(seconds: Int(seconds), nanoseconds: Int((time - seconds) * 1e9))
+}
+
+private func timestamp(seconds: Int, nanoseconds: Int) -> String {
+    var seconds = time_t(seconds)
     var parts = tm()
     localtime_r(&seconds, &parts)
     func pad(_ value: Int32, _ width: Int) -> String {
@@ -29,23 +39,25 @@ func timestamp() -> String {
     }
     return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2)) "
         + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2))."
-        + pad(Int32(now.tv_nsec / 1_000_000), 3)
+        + pad(Int32(nanoseconds / 1_000_000), 3)
 }
 
 /// One human line for a watch event: time, change, kind, vendor:product, name, serial, device node, connection id;
 /// in the fleet view, the host after the time.
 func humanLine(
     _ label: String, _ accessory: Accessory, rejection: String? = nil, claim: ClaimSummary? = nil,
-    host: String? = nil, style: Style
+    host: String? = nil, time: Double? = nil, details: [String] = [], style: Style
 ) -> String {
     let painted: String
     switch label {
     case "connect": painted = style.paint(label.padding(10), "32")
     case "disconnect": painted = style.paint(label.padding(10), "31")
+    case "rejected", "break": painted = style.paint(label.padding(10), "33")
+    case "claim", "release", "contention": painted = style.paint(label.padding(10), "36")
     default: painted = style.paint(label.padding(10), "2")
     }
     var fields = [
-        timestamp(), painted, accessory.kind.rawValue.padding(13), accessory.usbID,
+        time.map(timestamp) ?? timestamp(), painted, accessory.kind.rawValue.padding(13), accessory.usbID,
         accessory.name.isEmpty ? "\"\"" : quotedIfNeeded(accessory.name),
     ]
     if let host { fields.insert(quotedIfNeeded(host), at: 1) }
@@ -54,7 +66,18 @@ func humanLine(
     fields.append("conn=\(accessory.connectionID)")
     if let rejection { fields.append(style.paint("rejected: \(rejection)", "33")) }
     if let claim { fields.append(style.paint("claimed by \(holderLabel(claim))", "35")) }
+    fields += details
     return fields.joined(separator: "  ") + "\n"
+}
+
+/// One human line for a history entry: its local time, its kind, the accessory (as ``humanLine``, without a host),
+/// then who acted, who holds, and the reason, when present.
+func historyLine(_ entry: HistoryEntry, style: Style) -> String {
+    var details: [String] = []
+    if let actor = entry.actor { details.append("actor=\(quotedIfNeeded(actor.description))") }
+    if let holder = entry.holder { details.append("holder=\(quotedIfNeeded(holder.description))") }
+    if let reason = entry.reason { details.append("reason=\(quotedIfNeeded(reason))") }
+    return humanLine(entry.kind.rawValue, entry.accessory, time: entry.time, details: details, style: style)
 }
 
 /// Quotes text with spaces or control characters, so that each field stays one token.

@@ -4,8 +4,8 @@ import AccmonOptions
 import Glibc
 
 let commands: [any Command.Type] = [
-    WatchCommand.self, ListCommand.self, WaitCommand.self, StatusCommand.self, ClaimCommand.self, ClaimsCommand.self,
-    ReleaseCommand.self, SimulateCommand.self, ManifestCommand.self,
+    WatchCommand.self, ListCommand.self, WaitCommand.self, StatusCommand.self, HistoryCommand.self,
+    ClaimCommand.self, ClaimsCommand.self, ReleaseCommand.self, SimulateCommand.self, ManifestCommand.self,
 ]
 
 let mainUsage = """

@@ -36,6 +36,8 @@ struct StateDirectoryTests {
         let state = root.file("state")
         try makeDirectory(state, mode: 0o700)
         try FileManager.default.createSymbolicLink(atPath: "\(state)/state.json.tmp", withDestinationPath: victim)
+        try FileManager.default.createSymbolicLink(
+            atPath: "\(state)/history.jsonl.tmp-00c0ffee00c0ffee", withDestinationPath: victim)
 
         let daemon = try await Accmond.start(arguments: ["--state-dir", state])
         let connection = try await daemon.connect("saver")
@@ -45,7 +47,8 @@ struct StateDirectoryTests {
         #expect(await daemon.process.waitForExit() == .exited(0), "log: \(daemon.log)")
 
         #expect(try String(contentsOfFile: victim, encoding: .utf8) == Self.precious, "written through the link")
-        #expect(entries(of: state) == ["state.json"], "left in the state directory: \(entries(of: state))")
+        #expect(
+            entries(of: state) == ["history.jsonl", "state.json"], "left in the state directory: \(entries(of: state))")
         let saved = try String(contentsOfFile: "\(state)/state.json", encoding: .utf8)
         #expect(saved.contains("\"sequenceCeiling\"") && saved.contains("saved"), "state.json: \(saved)")
         #expect(daemon.log.contains("a temporary left by a crash"), "log: \(daemon.log)")
@@ -87,7 +90,8 @@ struct StateDirectoryTests {
         try FileManager.default.createSymbolicLink(atPath: openLink, withDestinationPath: "open")
 
         let daemon = try await Accmond.start(arguments: ["--state-dir", safeLink])
-        #expect(await eventually { entries(of: root.file("private")) == ["state.json"] }, "\(daemon.log)")
+        #expect(
+            await eventually { entries(of: root.file("private")) == ["history.jsonl", "state.json"] }, "\(daemon.log)")
         daemon.process.send(SIGTERM)
         #expect(await daemon.process.waitForExit() == .exited(0))
 

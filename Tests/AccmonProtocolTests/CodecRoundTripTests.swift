@@ -14,6 +14,7 @@ private func caseName(_ request: ClientRequest) -> String {
     case .list: "list"
     case .status: "status"
     case .reloadManifest: "reload"
+    case .history: "history"
     case .simulateConnect: "simulateConnect"
     case .simulateDisconnect: "simulateDisconnect"
     case .claim: "claim"
@@ -31,6 +32,7 @@ private func caseName(_ message: ServerMessage) -> String {
     case .list: "list"
     case .event(let event): "event.\(event.change.rawValue)"
     case .status: "status"
+    case .history: "history"
     case .ok: "ok"
     case .error: "error"
     case .shutdown: "shutdown"
@@ -76,8 +78,13 @@ private let clientRequests: [ClientRequest] = {
         .release(ReleaseRequest(.claim("c-3"))),
         .release(ReleaseRequest(.connection(ConnectionID(9)), force: true, reason: "stuck job")),
         .release(ReleaseRequest(.accessory("serial:0403:6001:serial=A50285BI"), remoteUser: "qa")),
+        .history(HistoryQuery()),
+        .history(HistoryQuery(since: 0, limit: HistoryQuery.maximumLimit)),
+        .history(HistoryQuery(since: -1e300, limit: 7)),
     ]
     for filter in Fixtures.filters {
+        requests.append(.history(HistoryQuery(filter: filter)))
+        requests.append(.history(HistoryQuery(since: 1_796_000_000.25, limit: 1, filter: filter)))
         requests.append(.subscribe(filter))
         requests.append(.list(filter))
         requests.append(.subscribe(filter, includeRejected: true))
@@ -140,6 +147,9 @@ private let serverMessages: [ServerMessage] = {
                     sequence: 0, simulate: false)))
         messages.append(.ok(id: id, connectionID: nil))
         messages.append(.ok(id: id, connectionID: ConnectionID(5)))
+        messages.append(.history(id: id, entries: []))
+        var random = SplitMix64(seed: 29)
+        messages.append(.history(id: id, entries: (0..<5).map { _ in Fixtures.randomHistoryEntry(using: &random) }))
         messages.append(.error(id: id, ProtocolError(.invalidField, "subscribe: filter.kind: unknown kind")))
         messages.append(.error(id: id, ProtocolError(ProtocolError.Code(rawValue: "future-code"), "")))
     }
@@ -178,7 +188,7 @@ private func expectSingleLine(_ line: [UInt8], sourceLocation: SourceLocation = 
     #expect(
         covered == [
             "hello", "subscribe", "unsubscribe", "suspend", "resume", "acknowledge", "list", "status", "reload",
-            "simulateConnect", "simulateDisconnect", "claim", "release", "claims",
+            "history", "simulateConnect", "simulateDisconnect", "claim", "release", "claims",
         ])
     let ids = Set(clientMessages.map(\.id))
     #expect(ids.contains(nil) && ids.contains(.number(7)) && ids.contains(.string("req-1")))
@@ -268,7 +278,7 @@ func clientMessageRoundTripsThroughTheCodec(_ message: ClientMessage) throws {
     #expect(
         covered == [
             "hello", "restore", "restored", "snapshot", "list", "event.connect", "event.disconnect", "status", "ok",
-            "error", "shutdown", "claim", "claims", "claimNotice", "claimUpdate",
+            "error", "shutdown", "history", "claim", "claims", "claimNotice", "claimUpdate",
         ])
 }
 

@@ -87,6 +87,11 @@ enum WireForm {
             optional("force", .boolean(release.force), default: !release.force)
             optional("reason", .string(release.reason), default: release.reason.isEmpty)
             optional("remoteUser", release.remoteUser.map(Value.string))
+        case .history(let query):
+            optional("since", query.since.map { .number(String($0)) })
+            optional(
+                "limit", .number(String(query.limit)), default: query.limit == HistoryQuery.defaultLimit)
+            optional("filter", value(of: query.filter, using: &random), default: query.filter == .all)
         case .unsubscribe, .suspend, .resume, .status, .reloadManifest, .claims:
             break
         }

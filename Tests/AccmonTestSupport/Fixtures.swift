@@ -163,3 +163,29 @@ extension Fixtures {
         return ClientMessage(id: randomRequestID(using: &random), request)
     }
 }
+
+extension Fixtures {
+    /// A party of each form: local with every field, local with none of the optional ones, remote.
+    public static let parties: [Party] = [
+        Party(user: "alice", uid: 1000, pid: 4242, client: "accmon"),
+        Party(user: "", uid: 0),
+        Party(user: "ci \"bot\"\n", remote: true),
+        Party(user: "bob", uid: UInt32.max, pid: -1, client: ""),
+    ]
+
+    /// A history entry of any kind, with a random accessory (``randomEvent(using:)``'s), random optional fields, and
+    /// a time of any magnitude.
+    public static func randomHistoryEntry(using random: inout SplitMix64) -> HistoryEntry {
+        let times: [Double] = [
+            0, 1_796_000_000.123, 1_796_000_000, 1_764_500_123.456789, 1e-7, 1e16, 1e300, -3.5,
+            Double(random.next() >> 11) / 1000,
+        ]
+        func maybe<T>(_ value: @autoclosure () -> T) -> T? { Bool.random(using: &random) ? value() : nil }
+        let event = randomEvent(using: &random)
+        return HistoryEntry(
+            seq: random.next(), time: times.randomElement(using: &random)!,
+            kind: HistoryEntry.Kind.allCases.randomElement(using: &random)!, accessory: event.accessory,
+            eventSeq: maybe(random.next()), actor: maybe(parties.randomElement(using: &random)!),
+            holder: maybe(parties.randomElement(using: &random)!), reason: maybe(randomText(using: &random)))
+    }
+}

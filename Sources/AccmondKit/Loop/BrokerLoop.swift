@@ -58,7 +58,11 @@ final class BrokerLoop {
         self.sink = sink
         self.loopDrivenSources = loopDrivenSources
         self.stopFlag = stopFlag
-        state = BrokerState(configuration: configuration, simulated: simulated)
+        state = BrokerState(
+            configuration: configuration, simulated: simulated,
+            history: try History(
+                capacity: configuration.historyEntries, directory: store?.directory.directory,
+                logger: configuration.logger))
         persistence = Persistence(state: state, store: store)
         store?.callAfterEachWrite { [wakeup = sink.wakeup] in wakeup.signal() }
         state.launcher = Launcher(state: state, persistence: persistence, wakeup: sink.wakeup)
@@ -261,5 +265,6 @@ final class BrokerLoop {
         state.claims?.daemonStopping()
         state.sessions.removeAll { release($0) }
         persistence.save(waitForDisk: true)
+        state.history.finish()
     }
 }

@@ -16,14 +16,17 @@ final class BrokerState {
     var authorizer = Authorizer()
     var preserved: PreservedSessions
     let sessions: SessionTable
+    /// What happened to the accessories (connects, disconnects, rejections, claims), bounded and persisted.
+    let history: History
     /// Launch on connect and relaunch (set by the loop once persistence exists).
     var launcher: Launcher?
     /// Check-out: claims, the line of claimers, enforcement on the nodes (set by the loop once persistence exists).
     var claims: ClaimDesk?
 
-    init(configuration: DaemonConfiguration, simulated: SimulatedEventSource?) {
+    init(configuration: DaemonConfiguration, simulated: SimulatedEventSource?, history: History) {
         self.configuration = configuration
         self.simulated = simulated
+        self.history = history
         preserved = PreservedSessions(
             retentionSeconds: configuration.restoreRetentionSeconds, limit: configuration.limits.preservedSessions,
             limitPerUser: configuration.limits.preservedSessionsPerUser)

@@ -90,6 +90,10 @@ final class Publisher {
         announced.accessory = verdict.announced(event.accessory)
         announced.rejection = event.change == .connect ? verdict.rejection : nil
         let accounts = state.authorizer.accounts
+        state.history.record(
+            event.change == .disconnect ? .disconnect : verdict.isAllowed ? .connect : .rejected,
+            accessory: announced.accessory, verdict: verdict, accounts: accounts, eventSeq: event.sequence,
+            reason: announced.rejection)
         var line: [UInt8]?
         for session in state.sessions.all
         where session.receives(announced.accessory, verdict: verdict, accounts: accounts) {

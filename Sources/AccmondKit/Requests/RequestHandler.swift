@@ -84,6 +84,10 @@ final class RequestHandler {
             state.reply(to: session, .list(id: id, snapshot))
         case .reloadManifest: reload(session, id: id)
         case .status: state.reply(to: session, .status(id: id, status(for: session)))
+        case .history(let query):
+            let entries = state.history.entries(
+                matching: query, for: session.principal, isAdmin: state.authorizer.isAdmin(session.principal))
+            state.reply(to: session, .history(id: id, entries: entries))
         case .simulateConnect(let accessory): simulateConnect(session, id: id, accessory)
         case .simulateDisconnect(let connectionID): simulateDisconnect(session, id: id, connectionID)
         case .claim(let request): state.claims?.claim(session, id: id, request, handler: self)

@@ -105,10 +105,10 @@ struct StateDirectory: Sendable {
         }
     }
 
-    /// Removes the temporaries of the state file that a crash left behind (and whatever else was planted under
-    /// such a name: a link is removed, never followed).
+    /// Removes the temporaries of the state file and the history file that a crash left behind (and whatever else
+    /// was planted under such a name: a link is removed, never followed).
     private func removeLeftoverTemporaries(logger: Logger) {
-        let prefix = AtomicFile.temporaryPrefix(of: Self.stateFileName)
+        let prefixes = [Self.stateFileName, HistoryFile.name].map(AtomicFile.temporaryPrefix)
         let names: [String]
         do throws(Errno) {
             names = try directory.names(limit: Self.maximumEntriesScanned).names
@@ -116,7 +116,7 @@ struct StateDirectory: Sendable {
             logger.warning(.state, "state: '\(path)': cannot list it to remove leftover temporaries: \(error)")
             return
         }
-        for name in names where name.hasPrefix(prefix) {
+        for name in names where prefixes.contains(where: name.hasPrefix) {
             do throws(Errno) {
                 try directory.remove(name)
                 logger.notice(.state, "state: removed '\(directory.pathOf(name))', a temporary left by a crash")
