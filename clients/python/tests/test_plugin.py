@@ -105,13 +105,16 @@ def test_where_accmond_comes_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     )
 
 
-def test_restart_and_kill_keep_the_state_directory() -> None:
+def test_restart_and_kill_keep_the_state_directory_and_the_accessories() -> None:
     with SimulatedDaemon(str(ACCMOND)) as daemon:
-        first = daemon.plug(kind="usb")
+        first = daemon.plug(kind="usb", name="Stays plugged in")
         daemon.restart()
-        assert daemon.list() == [] and daemon.plug(kind="usb") > first  # numbering continues: the state was kept
+        # Simulated accessories stand for hardware: still plugged in, with their connection ids.
+        assert [(accessory.connection_id, accessory.name) for accessory in daemon.list()] == [(first, "Stays plugged in")]
+        assert daemon.plug(kind="usb") > first  # numbering continues: the state was kept
         daemon.kill()
         assert not daemon.running and daemon.pid is None
         daemon.start()
         assert daemon.running
+        assert first in [accessory.connection_id for accessory in daemon.list()]
     assert not os.path.exists(daemon.directory)
