@@ -17,12 +17,14 @@ from accmon.simulator import SimulatedDaemon, find_accmond
 from conftest import ACCMOND, PYTHON_ROOT, run_python
 
 EXAMPLE = PYTHON_ROOT / "examples" / "test_flasher.py"
+CLAIMS_EXAMPLE = PYTHON_ROOT / "examples" / "test_console_claims.py"
 
 
-def test_the_readme_shows_the_example_test_as_it_is() -> None:
+def test_the_readme_shows_the_example_tests_as_they_are() -> None:
     readme = (PYTHON_ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
     assert EXAMPLE.read_text() in blocks
+    assert CLAIMS_EXAMPLE.read_text() in blocks
 
 
 def test_every_python_example_of_the_readmes_compiles() -> None:
