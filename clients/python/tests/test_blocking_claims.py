@@ -43,10 +43,10 @@ def test_a_blocking_claim_waits_in_line_until_the_holder_releases(accmond: Simul
     adapter = plug_adapter(accmond)
     client = accmon.Client()
     holder = client.claim(adapter)
+    started = time.monotonic()
     releaser = threading.Timer(0.3, holder.release)
     releaser.start()
     places: List[int] = []
-    started = time.monotonic()
     with client.claim(adapter, wait=True, on_waiting=lambda info: places.append(info.position or 0)) as claim:
         assert time.monotonic() - started >= 0.3 and claim.state == "held" and places == [1]
         assert client.claims().on(adapter) is not None
