@@ -171,3 +171,15 @@ def test_the_claims_example_passes_as_a_user_runs_it(tmp_path: Path) -> None:
                        str(tmp_path / CLAIMS_EXAMPLE.name), "--rootdir", str(tmp_path)], timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 passed" in done.stdout
+
+
+def test_closing_ends_what_take_left_running_and_reenumerate_names_a_missing_connection() -> None:
+    with SimulatedDaemon() as daemon:
+        adapter = daemon.plug(kind="serial", vendor="0403")
+        taken = daemon.take(adapter)
+        with pytest.raises(accmon.ProtocolError) as caught:
+            daemon.reenumerate(99)
+        assert caught.value.code == "no-such-connection"
+        assert [accessory.connection_id for accessory in daemon.list()] == [adapter]  # nothing was unplugged
+        assert taken.process.poll() is None
+    assert taken.process.returncode == 0  # its relay ended with the connection, before accmond stopped

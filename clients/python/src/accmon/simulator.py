@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import Any, Dict, List, Optional, Sequence, Type, Union
 
 from .client import Client
+from .errors import ProtocolError
 from .filters import IdLike
 from .model import Snapshot
 from .simulator_claims import Account, ClaimHelpers, TakenClaim, account
@@ -153,6 +154,7 @@ class SimulatedDaemon(ClaimHelpers):
         self._own_manifest = manifest is None
         self._return_seconds = return_seconds
         self._allowed: List[Account] = []
+        self._taken: List[TakenClaim] = []
         self._write_manifest(manifest if manifest is not None else permissive_manifest(return_seconds=return_seconds))
         self._process: Optional["subprocess.Popen[bytes]"] = None
         self._client: Optional[Client] = None
@@ -300,9 +302,10 @@ class SimulatedDaemon(ClaimHelpers):
         :raises ProtocolError: ``no-such-connection`` when it is not connected.
         """
         found = [accessory for accessory in self.client().list(all=True) if accessory.connection_id == connection_id]
+        if not found:
+            raise ProtocolError("no-such-connection", f"accmon.testing: reenumerate: connection {connection_id} is "
+                                "not connected")  # fmt: skip
         self.unplug(connection_id)
-        if not found:  # (unplug raised already: this is an accessory nobody may list)
-            raise RuntimeError(f"accmon.testing: reenumerate: connection {connection_id} is not listed")
         old = found[0]
         same = vendor is None and product is None
         return self.plug(
@@ -387,7 +390,9 @@ class SimulatedDaemon(ClaimHelpers):
             return ""
 
     def close(self) -> Optional[int]:
-        """Stops accmond and removes the temporary directory; returns accmond's exit status."""
+        """Ends the claims :meth:`take` made, stops accmond and removes the temporary directory; returns accmond's
+        exit status."""
+        self._end_taken_claims()
         try:
             return self.stop()
         finally:

@@ -195,6 +195,8 @@ class ClaimHelpers:
     admin breaks the app's claim, and what accmond's claims are now."""
 
     socket: str
+    #: The claims :meth:`take` made that may still run (set empty by the class that mixes this in).
+    _taken: List[TakenClaim]
 
     def client(self) -> "Client":
         raise NotImplementedError
@@ -230,7 +232,20 @@ class ClaimHelpers:
                                 serial=serial, count=count, wait=wait, reason=reason,
                                 max_seconds=max_seconds)  # fmt: skip
         user = self.allow(as_user) if as_user is not None else None
-        return take_claim(self.socket, request, user, timeout=timeout)
+        taken = take_claim(self.socket, request, user, timeout=timeout)
+        self._taken = [claim for claim in self._taken if claim.process.poll() is None] + [taken]
+        return taken
+
+    def _end_taken_claims(self) -> None:
+        """Closes the connections of the claims :meth:`take` made and waits for their processes."""
+        for claim in self._taken:
+            claim._link.close()
+            try:
+                claim.process.wait(10)
+            except subprocess.TimeoutExpired:
+                claim.process.kill()
+                claim.process.wait()
+        self._taken = []
 
     def break_claim(self, target: ReleaseTarget, reason: str = "broken by the test") -> None:
         """Breaks the claim on `target` (a connection id, an accessory or its id, a claim id or a claim object) as
