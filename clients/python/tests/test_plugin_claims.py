@@ -183,3 +183,16 @@ def test_closing_ends_what_take_left_running_and_reenumerate_names_a_missing_con
         assert [accessory.connection_id for accessory in daemon.list()] == [adapter]  # nothing was unplugged
         assert taken.process.poll() is None
     assert taken.process.returncode == 0  # its relay ended with the connection, before accmond stopped
+
+
+def test_a_board_entering_its_bootloader_keeps_its_claim_by_its_port() -> None:
+    with SimulatedDaemon(return_seconds=5) as daemon:
+        board = daemon.plug(kind="serial", vendor="2e8a", product="000a", serial="E66", port="1-1.3",
+                            nodes=[daemon.make_node("ttyACM0")])  # fmt: skip
+        with accmon.Client(daemon.socket) as client, client.claim(board) as claim:
+            bootloader = daemon.reenumerate(board, product="0003")  # other ids, the same USB port
+            kinds = [notice.kind for notice in [claim.next_notice(10), claim.next_notice(10)] if notice]
+            assert kinds == ["returning", "returned"]
+            (accessory,) = claim.accessories
+            assert (accessory.connection_id, accessory.product_id, accessory.port_path) == (bootloader, "0003", "1-1.3")
+            assert accessory.accessory_id != "serial:2e8a:000a:serial=E66"
