@@ -17,12 +17,14 @@ from accmon.simulator import SimulatedDaemon, find_accmond
 from conftest import ACCMOND, PYTHON_ROOT, run_python
 
 EXAMPLE = PYTHON_ROOT / "examples" / "test_flasher.py"
+CLAIMS_EXAMPLE = PYTHON_ROOT / "examples" / "test_console_claims.py"
 
 
-def test_the_readme_shows_the_example_test_as_it_is() -> None:
+def test_the_readme_shows_the_example_tests_as_they_are() -> None:
     readme = (PYTHON_ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
     assert EXAMPLE.read_text() in blocks
+    assert CLAIMS_EXAMPLE.read_text() in blocks
 
 
 def test_every_python_example_of_the_readmes_compiles() -> None:
@@ -105,13 +107,16 @@ def test_where_accmond_comes_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     )
 
 
-def test_restart_and_kill_keep_the_state_directory() -> None:
+def test_restart_and_kill_keep_the_state_directory_and_the_accessories() -> None:
     with SimulatedDaemon(str(ACCMOND)) as daemon:
-        first = daemon.plug(kind="usb")
+        first = daemon.plug(kind="usb", name="Stays plugged in")
         daemon.restart()
-        assert daemon.list() == [] and daemon.plug(kind="usb") > first  # numbering continues: the state was kept
+        # Simulated accessories stand for hardware: still plugged in, with their connection ids.
+        assert [(accessory.connection_id, accessory.name) for accessory in daemon.list()] == [(first, "Stays plugged in")]
+        assert daemon.plug(kind="usb") > first  # numbering continues: the state was kept
         daemon.kill()
         assert not daemon.running and daemon.pid is None
         daemon.start()
         assert daemon.running
+        assert first in [accessory.connection_id for accessory in daemon.list()]
     assert not os.path.exists(daemon.directory)

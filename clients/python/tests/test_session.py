@@ -72,20 +72,27 @@ def test_the_filter_of_the_first_start_is_kept(accmond: SimulatedDaemon) -> None
 
 
 def test_the_session_reconnects_after_the_daemon_restarts_and_reconciles(accmond: SimulatedDaemon) -> None:
+    """Simulated accessories stay plugged in across the restart, as hardware does: the app's view keeps them, with no
+    event, and what changed while accmond was away comes as events."""
     states: List[accmon.ConnectionState] = []
-    gone = accmond.plug(kind="usb", vendor="1209", name="Simulated before the restart")
+    kept = accmond.plug(kind="usb", vendor="1209", name="Plugged in across the restart")
+    gone = accmond.plug(kind="usb", vendor="1209", name="Unplugged during the restart")
 
     async def scenario() -> None:
         async with accmon.Session("survivor", socket=accmond.socket, on_state=states.append) as session:
             events = session.events()
-            accmond.restart()  # simulated accessories do not outlive the daemon: they are disconnected at start
+            accmond.stop()
+            accmond.start()
+            accmond.unplug(gone)  # (the session may be back already, or learn it by reconciliation)
             event = await next_event(events)
             assert (event.change, event.accessory.connection_id) == ("disconnect", gone)
             assert event.seq > 100000  # numbering continues after the reserved block
             assert session.connected
+            assert [accessory.connection_id for accessory in session.current] == [kept]
             after = accmond.plug(kind="serial", vendor="0403", name="After")
             event = await next_event(events)
             assert (event.change, event.accessory.connection_id) == ("connect", after)
+            assert [accessory.connection_id for accessory in session.current] == [kept, after]
 
     run(scenario())
     labels = [state.state for state in states]

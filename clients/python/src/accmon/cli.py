@@ -1,8 +1,8 @@
 """``python3 -m accmon``: the command line, for hosts without the Swift ``accmon`` binary.
 
-It mirrors ``accmon``: the same commands (``watch``, ``list``, ``status``, ``wait``), options, output and exit
-codes (sysexits.h): 0 success, 1 failure, 64 usage error, 69 accmond unreachable, 75 ``wait`` timed out, 77 not
-allowed. Everything is parsed before anything connects to the daemon.
+It mirrors ``accmon``: the same commands (``watch``, ``list``, ``status``, ``wait``, ``claims``, ``release``),
+options, output and exit codes (sysexits.h): 0 success, 1 failure, 64 usage error, 69 accmond unreachable, 75
+``wait`` timed out, 77 not allowed. Everything is parsed before anything connects to the daemon.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Uni
 
 from . import __version__
 from .client import Client
-from .commands import run_list, run_status, run_wait, run_watch
+from .commands import run_claims, run_list, run_release, run_status, run_wait, run_watch
 from .errors import AccmonError, ConnectionClosed, DaemonUnreachable, PermissionDenied, ProtocolError, WaitTimeout
 from .filters import Filter, hex_id
 from .model import KINDS
@@ -45,6 +45,8 @@ class _Command:
     usage: str
     flags: Sequence[str] = ()
     valued: Sequence[str] = ()
+    #: What the one argument that is not an option names, if the command takes one.
+    operand: Optional[str] = None
 
 
 _COMMANDS: Dict[str, _Command] = {
@@ -56,10 +58,12 @@ _COMMANDS: Dict[str, _Command] = {
             "Usage: python3 -m accmon watch [--json] [--all] [--restore-id ID] [--kind KIND] [--vendor ID]\n"
             "                               [--product ID] [--protocol NAME] [--socket PATH]\n\n"
             "Show accessories as they connect and disconnect, until Ctrl-C.\n"
-            'First prints the accessories connected now (as "present"), then one line per event: time, connect or\n'
-            "disconnect, kind, vendor:product, name, serial, device node, connection id.\n\n"
+            'First prints the accessories connected now (as "present", with their claim\'s holder), then one line per\n'
+            "event: time, connect or disconnect, kind, vendor:product, name, serial, device node, connection id; and\n"
+            'one per claim change ("claimed" by whom, "released").\n\n'
             "Options:\n"
-            "  --json             print the protocol's messages as NDJSON: the snapshot, then each event\n"
+            "  --json             print the protocol's messages as NDJSON: the snapshot (each accessory with its\n"
+            '                     "claim" when claimed), then each event and "claim-update"\n'
             '  --all              also accessories the manifest rejected, shown as "rejected: <reason>" (root and the\n'
             "                     manifest's admins only)\n"
             "  --restore-id ID    keep the session across restarts of this command and of accmond: started again\n"
@@ -94,6 +98,33 @@ _COMMANDS: Dict[str, _Command] = {
             flags=("--json",),
         ),
         _Command(
+            "claims",
+            "List the claims and the claimers waiting in line.",
+            "Usage: python3 -m accmon claims [--json] [--socket PATH]\n\n"
+            "List the claims and the claimers waiting in line.\n"
+            "Shows the claims on the accessories this user sees (and this user's own): accessory, holder (user name, uid\n"
+            "and pid), since when, why, and how many wait; then the claimers waiting, in line order.\n\n"
+            "Options:\n"
+            '  --json             print {"version":1,"claims":[...],"waiters":[...]} with sorted keys\n' + _COMMON_HELP,
+            flags=("--json",),
+        ),
+        _Command(
+            "release",
+            "Release a claim; with --force, an admin breaks another's.",
+            "Usage: python3 -m accmon release CONNECTION|ACCESSORY-ID|CLAIM-ID [--force --reason TEXT] [--socket PATH]\n\n"
+            "Release a claim; with --force, an admin breaks another's.\n"
+            "Names the claim by a connection it holds (a number), an accessory id it holds, or its id (c-N). Without\n"
+            "--force, only the claim's own user may release it. With --force (root and the manifest's admins), the claim\n"
+            "is broken: its holder is told by whom and why, and its command (accmon claim) is ended.\n\n"
+            "Options:\n"
+            "  --force            break another user's claim (admins)\n"
+            "  --reason TEXT      why, told to the holder (with --force)\n" + _COMMON_HELP + "\n"
+            "Exit status: 0 released, 77 not permitted, 69 accmond unreachable, 64 usage, 1 no such claim.\n",
+            flags=("--force",),
+            valued=("--reason",),
+            operand="the claim: a connection id, an accessory id or a claim id",
+        ),
+        _Command(
             "wait",
             "Wait until a matching accessory is connected; print its device node.",
             "Usage: python3 -m accmon wait [--kind KIND] [--vendor ID] [--product ID] [--protocol NAME]\n"
@@ -124,6 +155,9 @@ MAIN_USAGE = (
 )
 
 
+_FILTERED = ("watch", "list", "wait")
+
+
 class UsageError(Exception):
     """A usage error: printed with the command's usage; exit 64."""
 
@@ -137,6 +171,8 @@ class Options:
     flags: List[str] = field(default_factory=list)
     values: Dict[str, str] = field(default_factory=dict)
     filter: Filter = field(default_factory=Filter)
+    #: What ``release`` names: a connection id, or a claim or accessory id.
+    target: Union[int, str] = ""
 
     @property
     def json(self) -> bool:
@@ -171,6 +207,7 @@ def parse_command(command: _Command, arguments: List[str], socket: Optional[str]
     """Parses a command's options. :raises UsageError: for anything it does not accept."""
     options = Options(command.name, socket)
     parts: Dict[str, Optional[str]] = {}
+    operand: Optional[str] = None
     while arguments:
         option = arguments.pop(0)
         if option == "--socket":
@@ -179,10 +216,18 @@ def parse_command(command: _Command, arguments: List[str], socket: Optional[str]
             options.flags.append(option)
         elif option in command.valued:
             options.values[option] = _value(arguments, option)
-        elif option in ("--kind", "--vendor", "--product", "--protocol") and command.name != "status":
+        elif option in ("--kind", "--vendor", "--product", "--protocol") and command.name in _FILTERED:
             parts[option[2:]] = _value(arguments, option)
+        elif command.operand is not None and operand is None and not option.startswith("-"):
+            operand = option
         else:
             raise UsageError(f"unknown option '{option}'")
+    if command.operand is not None:
+        if operand is None:
+            raise UsageError(f"name {command.operand}")
+        options.target = int(operand) if operand.isdigit() else operand
+    if "--reason" in options.values and "--force" not in options.flags:
+        raise UsageError("--reason goes with --force (it is told to the holder)")
     kind = parts.get("kind")
     if kind is not None and kind not in KINDS:
         raise UsageError(f"--kind: '{kind}' is not a kind ({', '.join(KINDS)})")
@@ -287,6 +332,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "list": lambda options: run_list(Client(options.socket, "python3 -m accmon"), options),
         "status": lambda options: run_status(Client(options.socket, "python3 -m accmon"), options),
         "wait": lambda options: run_wait(Client(options.socket, "python3 -m accmon", timeout=None), options),
+        "claims": lambda options: run_claims(Client(options.socket, "python3 -m accmon"), options),
+        "release": lambda options: run_release(Client(options.socket, "python3 -m accmon"), options),
         "watch": lambda options: asyncio.run(_until_signalled(run_watch(options))),
     }
     # Ctrl-C and SIGTERM end the command quietly with success, as they end `accmon watch`.

@@ -6,124 +6,27 @@
         port = client.wait_for(kind="serial", vendor="0403", timeout=30).device_node
         for event in client.events(kind="usb"):
             print(event.change, event.accessory.name)
+
+A client is safe to share between threads: its requests take turns on its connection.
 """
 
 from __future__ import annotations
 
-import collections
-import socket as socket_module
+import threading
 import time
 from types import TracebackType
-from typing import Any, Deque, Dict, Iterator, Optional, Sequence, Type
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Type, Union
 
-from .errors import ConnectionClosed, DaemonStopped, ProtocolError, WaitTimeout
+from .blocking_claim import BlockingClaim, ClaimLink, start_claim
+from .blocking_link import BlockingLink, Change
+from .claim_model import ClaimInfo, ClaimList, ClaimNotice, ClaimSummary, ClaimUpdate
+from .claim_requests import ClaimTarget, ReleaseTarget, claim_request, release_request
+from .errors import ProtocolError, WaitTimeout
 from .filters import Filter, IdLike
 from .model import Accessory, AccessoryEvent, Snapshot, Status
-from .wire import LineBuffer, connect_error, decode, encode, expect_reply, hello_request, resolve_socket
-from .wire import simulated_accessory
+from .wire import resolve_socket, simulated_accessory
 
 __all__ = ["Client", "BlockingSubscription"]
-
-
-class _BlockingLink:
-    """One blocking connection: requests with their replies, and the events that arrive between them."""
-
-    def __init__(self, path: str, client_name: Optional[str], timeout: Optional[float]) -> None:
-        self.path = path
-        self.timeout = timeout
-        self._socket = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
-        self._socket.settimeout(timeout)
-        try:
-            self._socket.connect(path)
-        except OSError as error:
-            self._socket.close()
-            raise connect_error(path, error) from None
-        self._lines = LineBuffer()
-        self._pending_lines: Deque[bytes] = collections.deque()
-        self._events: Deque[AccessoryEvent] = collections.deque()
-        self._next_id = 1
-        self._shutdown_reason: Optional[str] = None
-        self._ended: Optional[ConnectionClosed] = None
-        try:
-            self.hello = self.request(hello_request(client_name, None), "hello")
-        except BaseException:
-            self.close()
-            raise
-
-    def request(self, message: Dict[str, Any], expected: str) -> Dict[str, Any]:
-        """Sends `message` and returns its reply, which must be of type `expected`; events read meanwhile are kept."""
-        request_id = self._next_id
-        self._next_id += 1
-        self._check_open(message["type"])
-        try:
-            self._socket.settimeout(self.timeout)
-            self._socket.sendall(encode(dict(message, id=request_id)))
-        except OSError as error:
-            raise ConnectionClosed(f"accmon: {message['type']}: write to accmond: {error}") from None
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        while True:
-            reply = self._read_message(deadline)
-            if reply is None:  # a daemon this late is stuck: the connection is given up
-                self._ended = ConnectionClosed(f"accmon: {message['type']}: no reply from accmond within {self.timeout} s")
-                self.close()
-                raise self._ended
-            kind = reply["type"]
-            if kind == "connect" or kind == "disconnect":
-                self._events.append(AccessoryEvent.from_message(reply))
-            elif reply.get("id") == request_id or (kind == "error" and reply.get("id") is None):
-                return expect_reply(reply, expected, message["type"])
-
-    def next_event(self, deadline: Optional[float]) -> Optional[AccessoryEvent]:
-        """The next event; ``None`` when `deadline` (``time.monotonic()``) passes first."""
-        while not self._events:
-            message = self._read_message(deadline)
-            if message is None:
-                return None
-            if message["type"] in ("connect", "disconnect"):
-                return AccessoryEvent.from_message(message)
-        return self._events.popleft()
-
-    def _read_message(self, deadline: Optional[float]) -> Optional[Dict[str, Any]]:
-        """The next message that is not blank or ``shutdown``; ``None`` at the deadline."""
-        while True:
-            if self._pending_lines:
-                message = decode(self._pending_lines.popleft())
-                if message is None:
-                    continue
-                if message["type"] == "shutdown":
-                    reason = message.get("reason")
-                    self._shutdown_reason = reason if isinstance(reason, str) else "the daemon is shutting down"
-                    continue
-                return message
-            self._check_open("read")
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                return None
-            self._socket.settimeout(remaining)
-            try:
-                data = self._socket.recv(65536)
-            except socket_module.timeout:
-                return None
-            except OSError as error:
-                self._ended = ConnectionClosed(f"accmon: connection to accmond lost: {error}")
-                continue
-            if not data:
-                self._ended = (
-                    DaemonStopped(self._shutdown_reason)
-                    if self._shutdown_reason is not None
-                    else ConnectionClosed("accmon: accmond closed the connection")
-                )
-                continue
-            self._pending_lines.extend(self._lines.feed(data))
-
-    def _check_open(self, what: str) -> None:
-        if self._ended is not None:
-            raise self._ended
-        if self._socket.fileno() < 0:
-            raise ConnectionClosed(f"accmon: {what}: the connection is closed")
-
-    def close(self) -> None:
-        self._socket.close()
 
 
 class BlockingSubscription:
@@ -132,10 +35,13 @@ class BlockingSubscription:
     It has a connection of its own; close it with :meth:`close` or by leaving ``with``.
     """
 
-    def __init__(self, link: _BlockingLink, snapshot: Snapshot) -> None:
+    def __init__(self, link: BlockingLink, snapshot: Snapshot) -> None:
         self._link = link
         #: The accessories that matched when the subscription began.
         self.snapshot = snapshot
+        #: For ``claims=True``: the claim on each claimed accessory, by connection id, as of the last event or update
+        #: taken (the snapshot's, then each ``claim-update``).
+        self.claims: Dict[int, ClaimSummary] = dict(snapshot.claims)
 
     def __enter__(self) -> "BlockingSubscription":
         return self
@@ -147,16 +53,44 @@ class BlockingSubscription:
 
     def __iter__(self) -> Iterator[AccessoryEvent]:
         while True:
-            event = self._link.next_event(None)
+            event = self.next_event(None)
             if event is not None:
                 yield event
 
     def next_event(self, timeout: Optional[float] = None) -> Optional[AccessoryEvent]:
         """The next event, waiting at most `timeout` seconds (``None``: as long as it takes); ``None`` on timeout.
+        Claim updates taken meanwhile update :attr:`claims`.
 
         :raises ConnectionClosed: when the daemon goes away (:class:`~accmon.DaemonStopped` when it stops).
         """
-        return self._link.next_event(None if timeout is None else time.monotonic() + timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            change = self._next_change(deadline)
+            if change is None or isinstance(change, AccessoryEvent):
+                return change
+
+    def next_change(self, timeout: Optional[float] = None) -> Optional[Change]:
+        """The next event or, with ``claims=True``, claim update (:class:`~accmon.ClaimUpdate`), in the order accmond
+        sent them; ``None`` on timeout."""
+        return self._next_change(None if timeout is None else time.monotonic() + timeout)
+
+    def changes(self) -> Iterator[Change]:
+        """The events and claim updates, blocking, in order."""
+        while True:
+            change = self._next_change(None)
+            if change is not None:
+                yield change
+
+    def _next_change(self, deadline: Optional[float]) -> Optional[Change]:
+        change = self._link.next_change(deadline)
+        if isinstance(change, ClaimUpdate):
+            if change.claim is None:
+                self.claims.pop(change.connection_id, None)
+            else:
+                self.claims[change.connection_id] = change.claim
+        elif isinstance(change, AccessoryEvent) and change.change == "disconnect":
+            self.claims.pop(change.accessory.connection_id, None)
+        return change
 
     def close(self) -> None:
         """Closes the subscription's connection."""
@@ -181,7 +115,8 @@ class Client:
         self.socket_path = resolve_socket(socket)
         self.client_name = client_name
         self.timeout = timeout
-        self._link: Optional[_BlockingLink] = None
+        self._link: Optional[BlockingLink] = None
+        self._lock = threading.Lock()
 
     def __enter__(self) -> "Client":
         return self
@@ -192,15 +127,18 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        """Closes the request connection (subscriptions have their own). Idempotent."""
-        if self._link is not None:
-            self._link.close()
-            self._link = None
+        """Closes the request connection (subscriptions and claims have their own). Idempotent."""
+        with self._lock:
+            if self._link is not None:
+                self._link.close()
+                self._link = None
 
     def _request(self, message: Dict[str, Any], expected: str) -> Dict[str, Any]:
-        if self._link is None:
-            self._link = _BlockingLink(self.socket_path, self.client_name, self.timeout)
-        return self._link.request(message, expected)
+        # One request at a time on the shared connection: its replies are read by the thread that waits for them.
+        with self._lock:
+            if self._link is None:
+                self._link = BlockingLink(self.socket_path, self.client_name, self.timeout)
+            return self._link.request(message, expected)
 
     def list(
         self,
@@ -210,16 +148,20 @@ class Client:
         protocol: Optional[str] = None,
         *,
         all: bool = False,
+        claims: bool = False,
     ) -> Snapshot:
         """The accessories connected now that match, in connection order.
 
         :param all: also the accessories the manifest rejected (root and admins only).
+        :param claims: also the claim on each claimed accessory (:attr:`~accmon.Snapshot.claims`).
         :raises DaemonUnreachable: when nothing listens on the socket.
         :raises PermissionDenied: when the socket refuses this user, or for ``all=True`` from a non-admin.
         """
         request: Dict[str, Any] = {"type": "list", "filter": Filter(kind, vendor, product, protocol).to_wire()}
         if all:
             request["all"] = True
+        if claims:
+            request["claims"] = True
         return Snapshot.from_message(self._request(request, "list"))
 
     def status(self) -> Status:
@@ -279,12 +221,16 @@ class Client:
         protocol: Optional[str] = None,
         *,
         all: bool = False,
+        claims: bool = False,
     ) -> BlockingSubscription:
-        """Subscribes on a connection of its own: the snapshot, then the live events."""
+        """Subscribes on a connection of its own: the snapshot, then the live events; with `claims`, also who holds
+        each accessory (:attr:`BlockingSubscription.claims`, :meth:`BlockingSubscription.changes`)."""
         request: Dict[str, Any] = {"type": "subscribe", "filter": Filter(kind, vendor, product, protocol).to_wire()}
         if all:
             request["all"] = True
-        link = _BlockingLink(self.socket_path, self.client_name, self.timeout)
+        if claims:
+            request["claims"] = True
+        link = BlockingLink(self.socket_path, self.client_name, self.timeout)
         try:
             return BlockingSubscription(link, Snapshot.from_message(link.request(request, "snapshot")))
         except BaseException:
@@ -337,7 +283,9 @@ class Client:
                 if serial is None or accessory.serial_number == serial:
                     return accessory
             while True:
-                event = subscription._link.next_event(deadline)
+                event = subscription._next_change(deadline)
+                if isinstance(event, ClaimUpdate):
+                    continue
                 if event is None:
                     wanted = Filter(kind, vendor, product, protocol).describe()
                     if serial is not None:
@@ -345,3 +293,43 @@ class Client:
                     raise WaitTimeout(f"accmon: wait: no accessory matching {wanted} connected within {timeout} s")
                 if event.change == "connect" and (serial is None or event.accessory.serial_number == serial):
                     return event.accessory
+
+    def claim(
+        self,
+        *connections: Union[ClaimTarget, Sequence[ClaimTarget]],
+        kind: Optional[str] = None,
+        vendor: IdLike = None,
+        product: IdLike = None,
+        protocol: Optional[str] = None,
+        serial: Optional[str] = None,
+        count: Optional[int] = None,
+        token: Optional[str] = None,
+        wait: bool = False,
+        timeout: Optional[float] = None,
+        reason: str = "",
+        max_seconds: Optional[float] = None,
+        on_notice: Optional[Callable[[ClaimNotice], None]] = None,
+        on_waiting: Optional[Callable[[ClaimInfo], None]] = None,
+    ) -> BlockingClaim:
+        """Claims accessories for exclusive use, all or none, on a connection of its own; returns once the claim holds
+        (after waiting in line, with `wait`). Use it with ``with`` (released at the end of the block), or call
+        :meth:`BlockingClaim.release`.
+
+        The arguments are those of the asyncio ``Connection.claim``, and the same errors are raised; `on_notice` is
+        called on the claim's reader thread with each notice as it arrives (the notices are also queued for
+        iteration).
+        """
+        request = claim_request(connections, kind=kind, vendor=vendor, product=product, protocol=protocol,
+                                serial=serial, count=count, token=token, wait=wait, timeout=timeout, reason=reason,
+                                max_seconds=max_seconds)  # fmt: skip
+        link = ClaimLink(self.socket_path, self.client_name, self.timeout)
+        return start_claim(link, request, timeout, on_notice, on_waiting)
+
+    def claims(self) -> ClaimList:
+        """The claims and the claimers waiting in line, on the accessories this client sees (and its user's own)."""
+        return ClaimList.from_message(self._request({"type": "claims"}, "claims"))
+
+    def release(self, target: ReleaseTarget, *, force: bool = False, reason: str = "") -> None:
+        """Releases a claim by connection id, accessory, claim id or claim object; with `force` (admins), breaks
+        another's, telling its holder `reason` (as the asyncio ``Connection.release``)."""
+        self._request(release_request(target, force, reason), "ok")

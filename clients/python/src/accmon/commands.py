@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
+from .claim_model import ClaimUpdate, Party
 from .client import Client
 from .connection import connect
+from .errors import ProtocolError
 from .model import AccessoryEvent, Snapshot
-from .output import JSON_OUTPUT_VERSION, Style, human_line, json_line, list_table, status_text
+from .output import JSON_OUTPUT_VERSION, Style, accessory_json, claim_update_line, claims_table, human_line, json_line
+from .output import list_table, status_text
 from .session import ConnectionState, Session
 
 if TYPE_CHECKING:
     from .cli import Options
 
-__all__ = ["run_list", "run_status", "run_wait", "run_watch"]
+__all__ = ["run_claims", "run_list", "run_release", "run_status", "run_wait", "run_watch"]
 
 
 def _write(text: str) -> None:
@@ -25,12 +29,12 @@ def _write(text: str) -> None:
 
 def run_list(client: Client, options: "Options") -> int:
     with client:
-        snapshot = client.list(**_filter(options), all=options.all)
+        snapshot = client.list(**_filter(options), all=options.all, claims=True)
     if options.json:
         document: Dict[str, Any] = {
             "version": JSON_OUTPUT_VERSION,
             "seq": snapshot.seq,
-            "accessories": [accessory.to_json() for accessory in snapshot],
+            "accessories": [accessory_json(item, snapshot.claims.get(item.connection_id)) for item in snapshot],
         }
         if options.all:
             document["rejected"] = {str(key): reason for key, reason in snapshot.rejected.items()}
@@ -48,6 +52,42 @@ def run_status(client: Client, options: "Options") -> int:
         _write(json_line({"version": JSON_OUTPUT_VERSION, "socket": client.socket_path, "status": fields}))
     else:
         _write(status_text(status, client.socket_path))
+    return 0
+
+
+def _named(party: Party) -> Party:
+    """The party with this host's name for its uid when accmond gave none."""
+    if party.remote or party.user or party.uid is None or party.name.startswith("uid "):
+        return party
+    return dataclasses.replace(party, user=party.name)
+
+
+def run_claims(client: Client, options: "Options") -> int:
+    with client:
+        claims = client.claims()
+    claims = dataclasses.replace(
+        claims, claims=tuple(dataclasses.replace(claim, holder=_named(claim.holder)) for claim in claims.claims)
+    )
+    if options.json:
+        _write(json_line({
+            "version": JSON_OUTPUT_VERSION,
+            "claims": [claim.to_json() for claim in claims.claims],
+            "waiters": [waiter.to_json() for waiter in claims.waiters],
+        }))  # fmt: skip
+    else:
+        _write(claims_table(claims))
+    return 0
+
+
+def run_release(client: Client, options: "Options") -> int:
+    with client:
+        try:
+            client.release(options.target, force="--force" in options.flags, reason=options.values.get("--reason", ""))
+        except ProtocolError as error:
+            if error.code != "no-such-claim":
+                raise
+            sys.stderr.write(f"accmon: {error.message} ({error.code})\n")  # as the Swift accmon words it
+            return 1
     return 0
 
 
@@ -85,22 +125,28 @@ class _Printer:
             document: Dict[str, Any] = {
                 "type": "snapshot",
                 "seq": snapshot.seq,
-                "accessories": [accessory.to_json() for accessory in snapshot],
+                "accessories": [accessory_json(item, snapshot.claims.get(item.connection_id)) for item in snapshot],
             }
             if snapshot.rejected:
                 document["rejected"] = {str(key): reason for key, reason in snapshot.rejected.items()}
             self._pending.append(json_line(document))
         else:
             for accessory in snapshot:
-                self._pending.append(
-                    human_line(label, accessory, self.style, snapshot.rejected.get(accessory.connection_id))
-                )
+                connection = accessory.connection_id
+                self._pending.append(human_line(label, accessory, self.style, snapshot.rejected.get(connection),
+                                                snapshot.claims.get(connection)))  # fmt: skip
 
     def event(self, event: AccessoryEvent) -> None:
         if self.json:  # to_json's keys are sorted already
             self._pending.append(json.dumps(event.to_json(), separators=(",", ":"), ensure_ascii=False) + "\n")
         else:
             self._pending.append(human_line(event.change, event.accessory, self.style, event.rejection))
+
+    def claim_update(self, update: ClaimUpdate) -> None:
+        if self.json:
+            self._pending.append(json_line(update.to_json()))
+        else:
+            self._pending.append(claim_update_line(update, self.style))
 
     def flush(self) -> None:
         if self._pending:
@@ -115,13 +161,16 @@ async def run_watch(options: "Options") -> int:
     if restore_id is not None:
         return await _watch_session(options, restore_id, printer)
     async with connect(options.socket, "python3 -m accmon") as connection:
-        subscription = await connection.subscribe(**_filter(options), all=options.all)
+        subscription = await connection.subscribe(**_filter(options), all=options.all, claims=True)
         printer.snapshot(subscription.snapshot)
         printer.flush()
         waiting = subscription._pushes
         try:
-            async for event in subscription:
-                printer.event(event)
+            async for change in subscription.changes():
+                if isinstance(change, ClaimUpdate):
+                    printer.claim_update(change)
+                else:
+                    printer.event(change)
                 if not len(waiting):
                     printer.flush()
         finally:

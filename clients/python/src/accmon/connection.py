@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, Dict, Generator, Optional, Sequence, Type
+from typing import Any, AsyncIterator, Callable, Dict, Generator, Optional, Sequence, Type, Union
 
+from .claim import Claiming, make_claim
+from .claim_model import ClaimInfo, ClaimList, ClaimSummary, ClaimUpdate
+from .claim_requests import ClaimTarget, ReleaseTarget, claim_request, release_request
 from .errors import AccmonError, ProtocolError
 from .link import END, Link, PushQueue
 from .filters import Filter, IdLike
@@ -38,17 +41,43 @@ class Subscription:
         self._pushes = pushes
         #: The accessories that matched when the subscription began, with the snapshot's sequence number.
         self.snapshot = snapshot
+        #: For ``claims=True``: the claim on each claimed accessory, by connection id, as of the last event or update
+        #: iterated (the snapshot's, then each ``claim-update``).
+        self.claims: Dict[int, ClaimSummary] = dict(snapshot.claims)
 
     def __aiter__(self) -> "Subscription":
         return self
 
     async def __anext__(self) -> AccessoryEvent:
         while True:
+            item = await self._next_change()
+            if isinstance(item, AccessoryEvent):
+                return item
+
+    async def _next_change(self) -> Union[AccessoryEvent, ClaimUpdate]:
+        while True:
             item = await self._pushes.get()
             if item is END:
                 raise StopAsyncIteration
             if isinstance(item, AccessoryEvent):
+                if item.change == "disconnect":
+                    self.claims.pop(item.accessory.connection_id, None)
                 return item
+            if isinstance(item, ClaimUpdate):
+                if item.claim is None:
+                    self.claims.pop(item.connection_id, None)
+                else:
+                    self.claims[item.connection_id] = item.claim
+                return item
+
+    async def changes(self) -> AsyncIterator[Union[AccessoryEvent, ClaimUpdate]]:
+        """The events and, for a subscription with ``claims=True``, the claim updates (:class:`~accmon.ClaimUpdate`:
+        claimed by whom, released), in the order accmond sent them; :attr:`claims` follows them."""
+        while True:
+            try:
+                yield await self._next_change()
+            except StopAsyncIteration:
+                return
 
     async def next_event(self, timeout: Optional[float] = None) -> Optional[AccessoryEvent]:
         """The next event, or ``None`` when none came within `timeout` seconds or the subscription ended."""
@@ -105,6 +134,7 @@ class Connection:
         protocol: Optional[str] = None,
         *,
         all: bool = False,
+        claims: bool = False,
     ) -> Subscription:
         """Subscribes to the accessories that match: returns the snapshot, then yields live events.
 
@@ -114,6 +144,8 @@ class Connection:
         :param protocol: a protocol string the accessory must speak.
         :param all: also the accessories the manifest rejected (root and the manifest's admins only); their events
             carry :attr:`~accmon.AccessoryEvent.rejection`.
+        :param claims: also who holds each accessory: the snapshot's :attr:`~accmon.Snapshot.claims`, then each change
+            as a :class:`~accmon.ClaimUpdate` (:meth:`Subscription.changes`, :attr:`Subscription.claims`).
         :raises ValueError: for a malformed filter, before anything is sent.
         :raises ProtocolError: ``already-subscribed`` when this connection is subscribed already.
         :raises PermissionDenied: for ``all=True`` from a client that is not an admin.
@@ -123,6 +155,8 @@ class Connection:
         request: Dict[str, Any] = {"type": "subscribe", "filter": wire_filter}
         if all:
             request["all"] = True
+        if claims:
+            request["claims"] = True
         try:
             reply = expect_reply(await self._link.request(request), "snapshot", "subscribe")
         except AccmonError:
@@ -158,16 +192,76 @@ class Connection:
         protocol: Optional[str] = None,
         *,
         all: bool = False,
+        claims: bool = False,
     ) -> Snapshot:
-        """The accessories connected now that match, in connection order (parameters as :meth:`subscribe`)."""
+        """The accessories connected now that match, in connection order (parameters as :meth:`subscribe`; with
+        `claims`, the claim on each claimed accessory is in :attr:`~accmon.Snapshot.claims`)."""
         request: Dict[str, Any] = {"type": "list", "filter": Filter(kind, vendor, product, protocol).to_wire()}
         if all:
             request["all"] = True
+        if claims:
+            request["claims"] = True
         return Snapshot.from_message(expect_reply(await self._link.request(request), "list", "list"))
 
     async def status(self) -> Status:
         """The daemon's status: version, uptime, accessories, sessions (docs/PROTOCOL.md §7.6)."""
         return Status.from_message(expect_reply(await self._link.request({"type": "status"}), "status", "status"))
+
+    def claim(
+        self,
+        *connections: Union[ClaimTarget, Sequence[ClaimTarget]],
+        kind: Optional[str] = None,
+        vendor: IdLike = None,
+        product: IdLike = None,
+        protocol: Optional[str] = None,
+        serial: Optional[str] = None,
+        count: Optional[int] = None,
+        token: Optional[str] = None,
+        wait: bool = False,
+        timeout: Optional[float] = None,
+        reason: str = "",
+        max_seconds: Optional[float] = None,
+        on_waiting: Optional[Callable[[ClaimInfo], None]] = None,
+    ) -> Claiming:
+        """Claims accessories for exclusive use, all or none (docs/CLAIMS.md): the connections named (ids or
+        :class:`~accmon.Accessory` objects), else `count` (default 1) accessories that match the filter (`kind`,
+        `vendor`, `product`, `protocol` as :meth:`subscribe`, and `serial` exactly), or the claim `token` names (taken
+        up again on this connection, after accmond restarted).
+
+        Use it as ``async with conn.claim(...) as claim:`` (released at the end of the block) or
+        ``claim = await conn.claim(...)``; the claim also ends with this connection.
+
+        :param wait: when what is asked for is held, wait in line (first come, first served) instead of failing;
+            cancelling the task gives the place up.
+        :param timeout: wait at most this long (implies `wait`), then give the place up and raise
+            :class:`~accmon.ClaimTimeout`.
+        :param reason: why, told to the holders in the way and shown to everyone who sees the claim.
+        :param max_seconds: the longest the claim may last (the manifest may cap it); it then ends with ``expired``.
+        :param on_waiting: called once with the claim (its place in line, who is in the way) when it waits.
+        :raises ValueError: for arguments that do not go together, before anything is sent.
+        :raises ClaimConflict: what was asked for is held, and `wait` was not given (``.holders`` names them).
+        :raises ProtocolError: ``no-such-connection``, ``no-match`` (fewer than `count` match), ``no-such-claim``
+            (an unknown or expired token), ``enforcement-failed``; :class:`~accmon.PermissionDenied` when this user
+            may not claim one of them; :class:`~accmon.ClaimCancelled` when a waiting claim can never be served.
+        """
+        request = claim_request(connections, kind=kind, vendor=vendor, product=product, protocol=protocol,
+                                serial=serial, count=count, token=token, wait=wait, timeout=timeout, reason=reason,
+                                max_seconds=max_seconds)  # fmt: skip
+        return Claiming(lambda: make_claim(self._link, request, timeout, on_waiting))
+
+    async def claims(self) -> ClaimList:
+        """The claims and the claimers waiting in line, on the accessories this client sees (and its user's own)."""
+        return ClaimList.from_message(expect_reply(await self._link.request({"type": "claims"}), "claims", "claims"))
+
+    async def release(self, target: ReleaseTarget, *, force: bool = False, reason: str = "") -> None:
+        """Releases a claim named by a connection id it holds, an accessory (id or object), its claim id (``"c-3"``)
+        or a claim object: this user's own; with `force` (root and the manifest's admins), another's, which is then
+        *broken*: its holder is told by whom and `reason`.
+
+        :raises ProtocolError: ``no-such-claim``; :class:`~accmon.PermissionDenied` for another's claim without
+            `force`, or `force` from a client that is not an admin.
+        """
+        expect_reply(await self._link.request(release_request(target, force, reason)), "ok", "release")
 
     async def reload_manifest(self) -> None:
         """Asks the daemon to read its manifest again (root and the manifest's admins only).

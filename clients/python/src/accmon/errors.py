@@ -7,7 +7,10 @@ form ``context: object: reason`` for people. The daemon's own error replies keep
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from .claim_model import ClaimSummary
 
 __all__ = [
     "AccmonError",
@@ -17,6 +20,9 @@ __all__ = [
     "ConnectionClosed",
     "DaemonStopped",
     "WaitTimeout",
+    "ClaimConflict",
+    "ClaimTimeout",
+    "ClaimCancelled",
     "PROTOCOL_ERROR_CODES",
 ]
 
@@ -39,6 +45,11 @@ PROTOCOL_ERROR_CODES = frozenset(
         "manifest-invalid",
         "simulation-disabled",
         "no-such-connection",
+        "too-many-connections",
+        "claim-conflict",
+        "no-match",
+        "no-such-claim",
+        "enforcement-failed",
     }
 )
 
@@ -141,3 +152,40 @@ class WaitTimeout(AccmonError, TimeoutError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class ClaimConflict(ProtocolError):
+    """What a claim asked for is held by others (protocol code ``claim-conflict``), and the claim did not ask to wait.
+
+    :ivar holders: the claims in the way (:class:`~accmon.ClaimSummary`), each with its holder's user name, uid, pid
+        and client name (:class:`~accmon.Party`), since when, and why.
+    """
+
+    def __init__(self, message: str, holders: Sequence["ClaimSummary"] = (), code: str = "claim-conflict") -> None:
+        super().__init__(code, message)
+        self.holders: Tuple["ClaimSummary", ...] = tuple(holders)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, holders={list(self.holders)!r})"
+
+
+class ClaimTimeout(ClaimConflict, TimeoutError):
+    """A claim waited in line for the time it was given, and was still not granted (code ``timeout``); its place in
+    line was given up. :attr:`holders` are the claims that were in its way when it began to wait."""
+
+    def __init__(self, message: str, holders: Sequence["ClaimSummary"] = ()) -> None:
+        super().__init__(message, holders, "timeout")
+
+
+class ClaimCancelled(AccmonError):
+    """accmond cancelled a claim waiting in line: it can never be served (what it waits for is gone, or may no longer
+    be claimed, or could not be enforced). Code ``claim-cancelled``.
+
+    :ivar reason: accmond's reason.
+    """
+
+    code = "claim-cancelled"
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -1,5 +1,6 @@
 """The asyncio socket under a :class:`~accmon.Connection`: it writes requests, routes each reply to the request
-that waits for it and each event to the subscription's queue, and stops reading while a consumer lags far behind.
+that waits for it, each event and claim update to the subscription's queue and each claim notice to its claim's
+channel, and stops reading while a consumer lags far behind.
 
 Lines are framed and decoded in :meth:`Link.data_received`, on the event loop, with no task of its own.
 """
@@ -10,14 +11,17 @@ import asyncio
 import collections
 from typing import Any, Deque, Dict, Optional, Union
 
+from .claim_model import ClaimInfo, ClaimNotice, ClaimUpdate
+from .claim_state import ClaimState
 from .errors import AccmonError, ConnectionClosed, DaemonStopped
 from .model import AccessoryEvent
 from .wire import LineBuffer, decode, encode
 
-__all__ = ["END", "Link", "Push", "PushQueue"]
+__all__ = ["END", "ClaimChannel", "Link", "Push", "PushQueue"]
 
-#: What a push queue yields: an event, or a raw ``restore`` / ``restored`` message (sessions only).
-Push = Union[AccessoryEvent, Dict[str, Any]]
+#: What a push queue yields: an event, a claim update (subscriptions with claims), a raw ``restore`` / ``restored``
+#: message (sessions only), or a claim notice (a claim's channel).
+Push = Union[AccessoryEvent, ClaimUpdate, Dict[str, Any], ClaimNotice]
 
 
 class _End:
@@ -87,6 +91,37 @@ class PushQueue:
         return item
 
 
+class ClaimChannel:
+    """Where a claim's notices go: its :class:`~accmon.claim_state.ClaimState`, updated as each notice arrives, and the
+    notices for the app to iterate (all but ``granted``, which the claim's return stands for). The iteration ends
+    after the notice that ends the claim, or with the connection's error when the connection ends first."""
+
+    def __init__(self, link: "Link", info: ClaimInfo) -> None:
+        self.state = ClaimState(info)
+        self.notices = PushQueue(link)
+        #: Done once the claim no longer waits in line: granted, ended, or its connection gone.
+        self.settled: "asyncio.Future[None]" = link.loop.create_future()
+        #: Done once the claim has ended, been released, or its connection is gone.
+        self.finished: "asyncio.Future[None]" = link.loop.create_future()
+        if not self.state.waiting:
+            self.settled.set_result(None)
+
+    def deliver(self, notice: ClaimNotice) -> None:
+        self.state.apply(notice)
+        if notice.kind != "granted":
+            self.notices.put(notice)
+        if not self.state.waiting and not self.settled.done():
+            self.settled.set_result(None)
+        if notice.ends_claim:
+            self.finish(None)
+
+    def finish(self, error: Optional[AccmonError]) -> None:
+        self.notices.finish(error)
+        for future in (self.settled, self.finished):
+            if not future.done():
+                future.set_result(None)
+
+
 class Link(asyncio.Protocol):
     """One connection's protocol object; see the module's documentation."""
 
@@ -101,6 +136,8 @@ class Link(asyncio.Protocol):
         self._paused = False
         self._shutdown_reason: Optional[str] = None
         self._closed_by_user = False
+        #: The channels of this connection's claims, by claim id.
+        self.claims: Dict[str, ClaimChannel] = {}
         #: Why the connection ended, once it has.
         self.ended: Optional[AccmonError] = None
         self._ended_future: "asyncio.Future[None]" = loop.create_future()
@@ -141,6 +178,15 @@ class Link(asyncio.Protocol):
             if self.pushes is not None:
                 self.pushes.put(AccessoryEvent.from_message(message))
                 self._pause_if_lagging()
+        elif kind == "claim-notice":
+            notice = ClaimNotice.from_message(message)
+            channel = self.claims.get(notice.claim_id)
+            if channel is not None:
+                channel.deliver(notice)
+        elif kind == "claim-update":
+            if self.pushes is not None:
+                self.pushes.put(ClaimUpdate.from_message(message))
+                self._pause_if_lagging()
         elif kind == "restore" or kind == "restored":
             if self.pushes is not None:
                 self.pushes.put(message)
@@ -155,6 +201,14 @@ class Link(asyncio.Protocol):
                 waiter = self._pending.popitem(last=False)[1]
             if waiter is None:
                 return  # an unknown message type of a later protocol version, or a reply nobody waits for
+            if kind == "claim" and not waiter.done():
+                # The channel exists before the claimer runs again, so that no notice that follows is missed.
+                try:
+                    info = ClaimInfo.from_json(message.get("claim"), "claim.claim")
+                except AccmonError as error:
+                    waiter.set_exception(error)
+                    return
+                self.claims[info.claim_id] = ClaimChannel(self, info)
             if not waiter.done():
                 waiter.set_result(message)
 
@@ -194,6 +248,12 @@ class Link(asyncio.Protocol):
             self.pushes.finish(self.ended)
         return self.pushes
 
+    def forget_claim(self, claim_id: str) -> None:
+        """Stops following claim `claim_id` (released); its iteration ends after the notices already received."""
+        channel = self.claims.pop(claim_id, None)
+        if channel is not None:
+            channel.finish(None)
+
     def close_pushes(self, queue: PushQueue) -> None:
         """Finishes `queue` (after ``unsubscribe``); events still in it are delivered first."""
         queue.finish(None)
@@ -215,6 +275,11 @@ class Link(asyncio.Protocol):
                 self.transport.resume_reading()
 
     # Ending
+
+    @property
+    def closed_here(self) -> bool:
+        """Whether this side closed the connection."""
+        return self._closed_by_user
 
     def close(self) -> None:
         """Closes the connection; waiting requests fail and the push queue finishes normally."""
@@ -239,4 +304,6 @@ class Link(asyncio.Protocol):
                 waiter.set_exception(self.ended)
         if self.pushes is not None:
             self.pushes.finish(error)
+        for channel in self.claims.values():
+            channel.finish(error)
         self._ended_future.set_result(None)

@@ -10,9 +10,12 @@ import dataclasses
 import operator
 import types
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from .errors import ProtocolError
+
+if TYPE_CHECKING:
+    from .claim_model import ClaimSummary
 
 __all__ = [
     "ACCESSORY_FIELDS",
@@ -255,12 +258,22 @@ class Snapshot(List[Accessory]):
     :ivar seq: the number of the last event issued when the snapshot was taken (docs/PROTOCOL.md §6); every event
         that follows a subscription's snapshot has a higher one.
     :ivar rejected: for ``all=True`` (admins): why the manifest rejects some of them, by connection id.
+    :ivar claims: for ``claims=True``: the claim (:class:`~accmon.ClaimSummary`) on each claimed accessory, by
+        connection id.
     """
 
-    def __init__(self, accessories: Iterable[Accessory] = (), seq: int = 0, rejected: Optional[Mapping[int, str]] = None):
+    def __init__(
+        self,
+        accessories: Iterable[Accessory] = (),
+        seq: int = 0,
+        rejected: Optional[Mapping[int, str]] = None,
+        claims: Optional[Mapping[int, "ClaimSummary"]] = None,
+    ):
         super().__init__(accessories)
         self.seq = seq
         self.rejected: Mapping[int, str] = dict(rejected or {})
+        #: With ``claims=True``: the claim on each claimed accessory, by connection id.
+        self.claims: Dict[int, "ClaimSummary"] = dict(claims or {})
 
     def __repr__(self) -> str:
         return f"Snapshot({list.__repr__(self)}, seq={self.seq})"
@@ -286,10 +299,24 @@ class Snapshot(List[Accessory]):
             if not key.isdigit() or type(reason) is not str:
                 raise _invalid(f"{kind}.rejected.{key}", "expected a connection id and a reason")
             rejected[int(key)] = reason
+        claims: Dict[int, "ClaimSummary"] = {}
+        if any(type(item) is dict and "claim" in item for item in accessories):
+            from .claim_model import ClaimSummary  # (claim_model imports this module)
+
+            unclaimed = []
+            for index, item in enumerate(accessories):
+                if type(item) is dict and "claim" in item:
+                    item = dict(item)
+                    summary = ClaimSummary.from_json(item.pop("claim"), f"{kind}.accessories[{index}].claim")
+                    if type(item.get("connectionID")) is int:
+                        claims[item["connectionID"]] = summary
+                unclaimed.append(item)
+            accessories = unclaimed
         return cls(
             (Accessory.from_json(item, f"{kind}.accessories[{index}]") for index, item in enumerate(accessories)),
             seq,
             rejected,
+            claims,
         )
 
 
@@ -308,6 +335,10 @@ class Status:
     """One object per session this client may see (the protocol's ``clients``, camelCase keys)."""
     manifest: Mapping[str, Any]
     raw: Mapping[str, Any] = field(compare=False, repr=False)
+    claims: Optional[int] = None
+    """Claims held now (``None`` from an accmond without claims)."""
+    claim_waiters: Optional[int] = None
+    """Claim requests waiting in line."""
 
     @classmethod
     def from_message(cls, message: Dict[str, Any]) -> "Status":
@@ -324,4 +355,6 @@ class Status:
             clients=tuple(client for client in clients if isinstance(client, dict)),
             manifest=message.get("manifest") or {},
             raw=message,
+            claims=int(message["claims"]) if type(message.get("claims")) is int else None,
+            claim_waiters=int(message["claimWaiters"]) if type(message.get("claimWaiters")) is int else None,
         )

@@ -6,11 +6,25 @@ import datetime
 import json
 import os
 import sys
-from typing import Any, List, Mapping, Optional, Sequence
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from .claim_model import ClaimList, ClaimSummary, ClaimUpdate, Party
 from .model import Accessory, Snapshot, Status
 
-__all__ = ["Style", "human_line", "json_line", "list_table", "quoted_if_needed", "status_text", "table"]
+__all__ = [
+    "Style",
+    "accessory_json",
+    "claim_update_line",
+    "claims_table",
+    "holder_label",
+    "human_line",
+    "json_line",
+    "list_table",
+    "quoted_if_needed",
+    "status_text",
+    "table",
+]
 
 #: The version of the ``--json`` documents (``list``, ``status``, ``wait``), as the Swift command writes it.
 JSON_OUTPUT_VERSION = 1
@@ -56,8 +70,34 @@ def _timestamp() -> str:
     return datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def human_line(label: str, accessory: Accessory, style: Style, rejection: Optional[str] = None) -> str:
-    """One watch line: time, change, kind, vendor:product, name, serial, device node, connection id."""
+def clock_time(seconds: float) -> str:
+    """The local time of day of a wall-clock time, ``HH:MM:SS``."""
+    return time.strftime("%H:%M:%S", time.localtime(int(seconds)))
+
+
+def user_label(party: Party) -> str:
+    """A party in a column: its user name (this host's for the uid when accmond gave none), ``ci (remote)``."""
+    return f"{party.user} (remote)" if party.remote else party.name
+
+
+def holder_label(claim: ClaimSummary) -> str:
+    """Who holds a claim, in a column: ``alice since 10:04:05``."""
+    return f"{user_label(claim.holder)} since {clock_time(claim.since)}"
+
+
+def accessory_json(accessory: Accessory, claim: Optional[ClaimSummary]) -> Dict[str, Any]:
+    """The accessory's object, with its ``claim`` when claimed."""
+    value = accessory.to_json()
+    if claim is not None:
+        value["claim"] = claim.to_json()
+    return value
+
+
+def human_line(
+    label: str, accessory: Accessory, style: Style, rejection: Optional[str] = None, claim: Optional[ClaimSummary] = None
+) -> str:
+    """One watch line: time, change, kind, vendor:product, name, serial, device node, connection id; the claim's
+    holder."""
     colour = {"connect": "32", "disconnect": "31"}.get(label, "2")
     fields = [
         _timestamp(),
@@ -73,7 +113,24 @@ def human_line(label: str, accessory: Accessory, style: Style, rejection: Option
     fields.append(f"conn={accessory.connection_id}")
     if rejection is not None:
         fields.append(style.paint(f"rejected: {rejection}", "33"))
+    if claim is not None:
+        fields.append(style.paint(f"claimed by {holder_label(claim)}", "35"))
     return "  ".join(fields) + "\n"
+
+
+def claim_update_line(update: ClaimUpdate, style: Style) -> str:
+    """The watch line of a claim change: ``claimed`` by whom (why, how many wait), or ``released``."""
+    claim = update.claim
+    if claim is None:
+        return f"{_timestamp()}  {style.paint('released'.ljust(10), '35')}  conn={update.connection_id}  " \
+               f"{update.accessory_id}\n"  # fmt: skip
+    line = f"{_timestamp()}  {style.paint('claimed'.ljust(10), '35')}  conn={update.connection_id}  " \
+           f"{update.accessory_id}  by {holder_label(claim)}"  # fmt: skip
+    if claim.reason:
+        line += f": {quoted_if_needed(claim.reason)}"
+    if claim.waiting > 0:
+        line += f"  ({claim.waiting} waiting)"
+    return line + "\n"
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -101,11 +158,13 @@ def list_table(snapshot: Snapshot, show_verdict: bool) -> str:
             quoted_if_needed(accessory.serial_number),
             ",".join(accessory.device_nodes),
         ]
+        claim = snapshot.claims.get(accessory.connection_id)
+        row.append(holder_label(claim) if claim is not None else "-")
         if show_verdict:
             reason = snapshot.rejected.get(accessory.connection_id)
             row.append(f"rejected: {reason}" if reason is not None else "allowed")
         rows.append(row)
-    header = ["CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"] + (["MANIFEST"] if show_verdict else [])
+    header = ["CONN", "KIND", "ID", "NAME", "SERIAL", "NODES", "HOLDER"] + (["MANIFEST"] if show_verdict else [])
     return table(header, rows)
 
 
@@ -118,6 +177,12 @@ def _state_label(client: Mapping[str, Any]) -> str:
     return str(state)
 
 
+def _claims_line(status: Status) -> str:
+    if status.claims is None:
+        return "not supported by this accmond"
+    return f"{status.claims} held, {status.claim_waiters or 0} waiting"
+
+
 def status_text(status: Status, socket_path: str) -> str:
     """``accmon status``'s text."""
     text = (
@@ -127,6 +192,7 @@ def status_text(status: Status, socket_path: str) -> str:
         f"sessions:     {status.sessions}\n"
         f"sequence:     {status.sequence}\n"
         f"simulation:   {'on' if status.simulate else 'off'}\n"
+        f"claims:       {_claims_line(status)}\n"
     )
     manifest = status.manifest
     if manifest:
@@ -153,3 +219,44 @@ def status_text(status: Status, socket_path: str) -> str:
         for client in status.clients
     ]
     return text + "\n" + table(["SESSION", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows)
+
+
+def claims_table(claims: ClaimList) -> str:
+    """``accmon claims``' tables: the claims, then the claimers waiting in line."""
+    if not claims.claims and not claims.waiters:
+        return "no claims\n"
+    text = table(
+        ["CLAIM", "CONN", "ACCESSORY", "HOLDER", "UID", "PID", "SINCE", "WAITING", "REASON"],
+        [
+            [
+                claim.claim_id,
+                ",".join(map(str, claim.connections)) or "-",
+                ",".join(claim.accessory_ids),
+                user_label(claim.holder),
+                "-" if claim.holder.uid is None else str(claim.holder.uid),
+                "-" if claim.holder.pid is None else str(claim.holder.pid),
+                clock_time(claim.since) + (" (away)" if claim.state == "returning" else ""),
+                str(claim.waiting),
+                quoted_if_needed(claim.reason),
+            ]
+            for claim in claims.claims
+        ],
+    )
+    if claims.waiters:
+        text += "\n" + table(
+            ["WAITING", "PLACE", "CLAIMER", "UID", "PID", "SINCE", "WANTS", "REASON"],
+            [
+                [
+                    waiter.claim_id,
+                    str(waiter.position),
+                    user_label(waiter.party),
+                    "-" if waiter.party.uid is None else str(waiter.party.uid),
+                    "-" if waiter.party.pid is None else str(waiter.party.pid),
+                    clock_time(waiter.since),
+                    ",".join(map(str, waiter.connections)) or f"{waiter.count} matching",
+                    quoted_if_needed(waiter.reason),
+                ]
+                for waiter in claims.waiters
+            ],
+        )
+    return text

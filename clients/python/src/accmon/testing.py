@@ -5,7 +5,11 @@ entry point). Its fixture ``accmond`` starts a real ``accmond --simulate --no-ud
 temporary state directory and a manifest that allows every accessory to the user running the tests, points
 ``ACCMON_SOCKET`` at it for the test (so the code under test finds it with no socket given), and stops it at the
 end. It is a :class:`~accmon.simulator.SimulatedDaemon`: ``accmond.plug(kind=..., vendor=..., ...)`` returns the new
-connection id, ``accmond.unplug(connection_id)`` unplugs it.
+connection id, ``accmond.unplug(connection_id)`` unplugs it; the accessories stay plugged in across
+``accmond.restart()``. To test what an app does when its accessory is taken from it: ``accmond.take(...)`` (someone
+else claims it, or waits in line for it: the app hears of the contention), ``accmond.break_claim(...)`` (an admin
+breaks the app's claim), ``accmond.reenumerate(...)`` (the board resets), ``accmond.make_node(name)`` (a device node
+below ``--simulated-nodes``, where accmond enforces claims).
 
 Where ``accmond`` comes from, first found wins: the option ``--accmond PATH``, the ini setting ``accmond``, the
 environment variable ``ACCMON_ACCMOND``, ``accmond`` on ``PATH``, then ``/usr/sbin/accmond``.
@@ -51,7 +55,8 @@ def _configured_accmond(config: pytest.Config) -> Optional[str]:
 
 @pytest.fixture
 def accmond(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimulatedDaemon]:
-    """A running ``accmond --simulate --no-udev`` of its own, with ``ACCMON_SOCKET`` pointing at it."""
+    """A running ``accmond --simulate --no-udev --simulated-nodes DIR`` of its own, with ``ACCMON_SOCKET`` pointing
+    at it."""
     try:
         binary = find_accmond(_configured_accmond(request.config))
     except FileNotFoundError as error:

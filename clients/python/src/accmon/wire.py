@@ -11,7 +11,8 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
-from .errors import AccmonError, DaemonUnreachable, PermissionDenied, ProtocolError
+from .claim_model import summaries
+from .errors import AccmonError, ClaimConflict, DaemonUnreachable, PermissionDenied, ProtocolError
 from .filters import IdLike, hex_id
 from .model import KINDS
 
@@ -129,14 +130,17 @@ def decode(line: bytes) -> Optional[Dict[str, Any]]:
 
 
 def error_from_reply(message: Dict[str, Any]) -> AccmonError:
-    """The exception for an ``error`` reply: :class:`PermissionDenied` for ``permission-denied``, else
-    :class:`ProtocolError` with the reply's code."""
+    """The exception for an ``error`` reply: :class:`PermissionDenied` for ``permission-denied``,
+    :class:`ClaimConflict` with the holders for ``claim-conflict``, else :class:`ProtocolError` with the reply's
+    code."""
     code = message.get("code")
     text = message.get("message")
     code = code if isinstance(code, str) else "unknown"
     text = text if isinstance(text, str) else f"accmond refused the request ({code})"
     if code == "permission-denied":
         return PermissionDenied(text)
+    if code == "claim-conflict":
+        return ClaimConflict(text, summaries(message.get("holders"), "error.holders"))
     return ProtocolError(code, text)
 
 
