@@ -49,6 +49,10 @@ extension ClaimDesk {
             let world = world()
             let info = info(of: current, world, nodeResults: result.results)
             log(.claimGranted, "claim granted", claim: current)
+            for accessory in info.accessories {
+                state.recordHistory(
+                    .claim, accessory, holder: current.holder.party, reason: current.reason.isEmpty ? nil : current.reason)
+            }
             markChanged(current.connections)
             publishChanges()
             // Told once the claim is on disk: a crash after the holder heard of it keeps it.
@@ -176,6 +180,10 @@ extension ClaimDesk {
             guard let claim = book.claims[number] else { continue }
             tell(claim.holder.session, ClaimNotice(
                 claimID: claim.claimID, kind: kind, time: now, by: party, reason: reason.isEmpty ? nil : reason))
+            for item in claim.items {
+                state.recordHistory(
+                    .contention, item.last, actor: party, holder: claim.holder.party, reason: reason.isEmpty ? nil : reason)
+            }
             logger.notice(
                 .claimContention, "claim contended by \(party)\(reason.isEmpty ? "" : ": \(reason)")",
                 metadata(of: claim).merging(["claim.actor": party.description, "claim.reason": reason]) { $1 })
@@ -276,6 +284,18 @@ extension ClaimDesk {
     }
 
     func log(ended claim: Claim, _ why: ClaimEndReason, actor: Party?) {
+        for item in claim.items {
+            switch why {
+            case .broken(let by, let reason):
+                state.recordHistory(.break, item.last, actor: by, holder: claim.holder.party, reason: reason)
+            case .released:
+                state.recordHistory(.release, item.last, actor: actor, holder: claim.holder.party, reason: "released")
+            case .lost: state.recordHistory(.release, item.last, holder: claim.holder.party, reason: "did not come back")
+            case .expired:
+                state.recordHistory(.release, item.last, holder: claim.holder.party, reason: "maximum duration reached")
+            case .holderGone: state.recordHistory(.release, item.last, holder: claim.holder.party, reason: "holder gone")
+            }
+        }
         var metadata = metadata(of: claim)
         if let actor { metadata["claim.actor"] = actor.description }
         switch why {
