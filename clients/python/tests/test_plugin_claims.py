@@ -73,8 +73,6 @@ def test_simulated_accessories_and_an_apps_view_survive_restart(accmond: Simulat
     assert [(a.connection_id, a.serial_number) for a in accmond.list()][0] == (adapter, "A1")
 
 
-@pytest.mark.xfail(strict=True, reason="accmond (claims branch, c546679) ends live holders' claims at SIGTERM before "
-                   "it saves its state; reported to the lead")  # fmt: skip
 def test_a_held_claim_survives_restart(accmond: SimulatedDaemon) -> None:
     adapter = accmond.plug(kind="serial", vendor="0403", nodes=[accmond.make_node("ttyUSB0")])
     with accmon.Client() as client:
