@@ -45,7 +45,9 @@ final class Channel: Sendable {
 
     private let descriptor: FileDescriptor
     private let state = Mutex(State())
-    private let writeLock = Mutex(())
+    /// Held while writing; true once the reader closed the descriptor: its number may then belong to another file
+    /// (a new connection), so nothing may be written through it any more.
+    private let writeLock = Mutex(false)
     /// Runs tasks that prefer it on the reader thread.
     let executor: ReaderExecutor
 
@@ -74,7 +76,10 @@ final class Channel: Sendable {
             case .success(let id):
                 let line = ProtocolCodec().encode(ClientMessage(id: .number(id), request))
                 do {
-                    try writeLock.withLock { _ throws(Errno) in try descriptor.sendAll(line) }
+                    try writeLock.withLock { closed throws(Errno) in
+                        guard !closed else { throw Errno(rawValue: EBADF) }
+                        try descriptor.sendAll(line)
+                    }
                 } catch {
                     let waiting = state.withLock { $0.pending.removeValue(forKey: id) }
                     waiting?.resume(
@@ -181,7 +186,10 @@ final class Channel: Sendable {
     /// Sends a line that expects no reply (an acknowledgement); a failure shows up on the reader thread.
     func send(_ request: ClientRequest) {
         let line = ProtocolCodec().encode(ClientMessage(request))
-        _ = try? writeLock.withLock { _ throws(Errno) in try descriptor.sendAll(line) }  // try?: see above
+        _ = try? writeLock.withLock { closed throws(Errno) in  // try?: see above
+            guard !closed else { return }
+            try descriptor.sendAll(line)
+        }
     }
 
     /// Returns once the connection has ended (closed by either side).
@@ -247,7 +255,10 @@ final class Channel: Sendable {
                 break
             }
         }
-        descriptor.close()
+        writeLock.withLock { closed in
+            descriptor.close()
+            closed = true
+        }
         end(endError)
         executor.readerEnded()
     }

@@ -10,12 +10,15 @@ struct ClaimFixture {
     var policy = ClaimPolicy()
     /// Uids that may claim nothing.
     var refused: Set<UInt32> = []
+    /// Uids that see nothing.
+    var hidden: Set<UInt32> = []
     var now: UInt64 = 1_000_000_000
     var nextConnection: UInt64 = 1
 
     var world: ClaimWorld {
         ClaimWorld(
             connected: connected, mayClaim: { [refused] claimant, _ in !refused.contains(claimant.principal?.uid ?? 0) },
+            sees: { [hidden] claimant, _ in !hidden.contains(claimant.principal?.uid ?? 0) },
             policy: { [policy] _ in policy }, simulated: { _ in true }, now: now, wallNow: Double(now) / 1e9)
     }
 
@@ -136,9 +139,14 @@ func makeBook() -> ClaimBook { ClaimBook(makeToken: randomToken) }
     @Test func whatAClaimerMayNotClaimIsNotConnectedForIt() {
         var fixture = ClaimFixture()
         let a = fixture.plug("A").connectionID
-        fixture.refused = [9]
+        fixture.refused = [8, 9]
+        fixture.hidden = [9]
         var book = makeBook()
         #expect(book.request(ClaimRequest(.connections([a])), by: .init(9), in: fixture.world).isRefused(.noSuchConnection))
+        #expect(book.request(ClaimRequest(.connections([a])), by: .init(8), in: fixture.world).isRefused(.permissionDenied))
+        #expect(
+            book.request(ClaimRequest(.matching(.all, serial: nil, count: 1)), by: .init(8), in: fixture.world)
+                .isRefused(.permissionDenied))
         #expect(book.request(ClaimRequest(.connections([ConnectionID(77)])), by: .init(1), in: fixture.world)
             .isRefused(.noSuchConnection))
     }

@@ -110,6 +110,8 @@ struct ClaimWorld {
     var connected: [Accessory]
     /// Whether `claimant` may claim `accessory` (it sees it, and the entry's claim list admits it).
     var mayClaim: (Claimant, Accessory) -> Bool
+    /// Whether `claimant` sees `accessory` (so a refusal may say it exists).
+    var sees: (Claimant, Accessory) -> Bool
     /// The claim policy of the entry that allows `accessory` (the default for an accessory no entry allows).
     var policy: (Accessory) -> ClaimPolicy
     /// Whether `accessory` is simulated.
@@ -167,10 +169,14 @@ struct ClaimBook: Sendable {
         case .connections(let connections):
             var accessories: [Accessory] = []
             for connection in connections {
-                guard let accessory = world.accessory(connection), world.mayClaim(claimant, accessory) else {
+                guard let accessory = world.accessory(connection), world.sees(claimant, accessory) else {
                     // Not connected, or not visible: the same answer, so that nothing leaks about what one may not see.
                     return .refused(
-                        ProtocolError(.noSuchConnection, "claim: connections: no accessory you may claim is connected as \(connection)"))
+                        ProtocolError(
+                            .noSuchConnection, "claim: connections: no accessory you may claim is connected as \(connection)"))
+                }
+                guard world.mayClaim(claimant, accessory) else {
+                    return .refused(Self.notClaimable(connection))
                 }
                 accessories.append(accessory)
             }
@@ -186,6 +192,15 @@ struct ClaimBook: Sendable {
                 Self.matches($0, filter, serial) && world.mayClaim(claimant, $0)
             }
             // With wait, a claimer may wait for accessories to be plugged in, not only for holders to let go.
+            let seen = world.connected.filter { Self.matches($0, filter, serial) && world.sees(claimant, $0) }
+            if candidates.count < count, seen.count >= count {
+                return .refused(
+                    ProtocolError(
+                        .permissionDenied,
+                        "claim: filter: \(seen.count) matching \(seen.count == 1 ? "accessory is" : "accessories are") "
+                            + "visible to you, \(candidates.count) of them yours to claim, \(count) wanted (the manifest "
+                            + "entry's claim list)"))
+            }
             guard candidates.count >= count || request.wait else {
                 return .refused(
                     ProtocolError(
@@ -205,6 +220,13 @@ struct ClaimBook: Sendable {
         case .resume:
             preconditionFailure("ClaimBook.request: a resume goes through resume(token:by:)")
         }
+    }
+
+    static func notClaimable(_ connection: ConnectionID) -> ProtocolError {
+        ProtocolError(
+            .permissionDenied,
+            "claim: connections: \(connection): you see this accessory but may not claim it (the manifest entry's claim "
+                + "list)")
     }
 
     static func matches(_ accessory: Accessory, _ filter: AccessoryFilter, _ serial: String?) -> Bool {

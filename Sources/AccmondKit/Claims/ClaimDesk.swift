@@ -61,6 +61,13 @@ final class ClaimDesk {
         }
         return ClaimWorld(
             connected: accessories, mayClaim: { [state] in Self.mayClaim($0, $1, authorizer: state.authorizer) },
+            sees: { [state] claimant, accessory in
+                if let remote = claimant.remoteUser {
+                    return Self.policy(of: accessory, authorizer: state.authorizer).allowsRemote(remote)
+                }
+                return state.authorizer.verdict(accessory.connectionID)?.isVisible(
+                    to: claimant.principal, includingRejected: false, accounts: state.authorizer.accounts) ?? false
+            },
             policy: { [state] in Self.policy(of: $0, authorizer: state.authorizer) },
             simulated: { [state] in
                 state.registry.key(of: $0.connectionID)?.hasPrefix(SimulatedEventSource.keyPrefix) ?? false

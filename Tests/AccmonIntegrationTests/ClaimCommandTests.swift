@@ -1,0 +1,154 @@
+import AccmonClient
+import AccmonTestSupport
+import Foundation
+import Glibc
+import Testing
+
+/// `accmon claim -- COMMAND` as flock(1): the environment, the exit status, conflicts, waiting, breaks, a killed
+/// claimer, a restart of accmond; `accmon claims` and `accmon release`.
+@Suite(.serialized) struct ClaimCommandTests {
+    @Test func theCommandRunsWithTheClaimInItsEnvironmentAndItsStatusIsAccmonClaims() async throws {
+        let daemon = try await ClaimDaemon()
+        var adapter = ClaimDaemon.adapter("ENV1")
+        adapter.deviceNodes = ["/dev/ttyUSB3", "/dev/serial/by-id/usb-FTDI_FT232R_ENV1-if00-port0"]
+        let plugger = try await daemon.connect()
+        let connection = try await plugger.simulateConnect(adapter)
+        plugger.close()
+        let run = try await daemon.accmon([
+            "claim", "--serial", "ENV1", "--reason", "env test", "--",
+            "sh", "-c", "env | grep '^ACCMON_CLAIM_' | sort; exit 7",
+        ])
+        #expect(run.termination == .exited(7), "\(run)")
+        let expected = [
+            "ACCMON_CLAIM_ACCESSORIES=\(adapter.accessoryID)", "ACCMON_CLAIM_CONNECTIONS=\(connection)",
+            "ACCMON_CLAIM_ID=c-1", "ACCMON_CLAIM_NODE=/dev/ttyUSB3",
+            "ACCMON_CLAIM_NODES=/dev/ttyUSB3 /dev/serial/by-id/usb-FTDI_FT232R_ENV1-if00-port0",
+            "ACCMON_CLAIM_STABLE_NODE=/dev/serial/by-id/usb-FTDI_FT232R_ENV1-if00-port0",
+        ]
+        #expect(run.stdout.split(separator: "\n").map(String.init) == expected, "\(run)")
+        // Released when the command exited.
+        #expect(try await daemon.accmon(["claims"]).stdout == "no claims\n")
+        // A signal's status is 128 + the signal, as a shell gives it.
+        let killed = try await daemon.accmon(["claim", "--serial", "ENV1", "--", "sh", "-c", "kill -TERM $$"])
+        #expect(killed.termination == .exited(128 + SIGTERM), "\(killed)")
+        let missing = try await daemon.accmon(["claim", "--serial", "ENV1", "--", "no-such-command-here"])
+        #expect(missing.termination == .exited(127) && missing.stderr.contains("command not found"), "\(missing)")
+    }
+
+    @Test func whatIsHeldMakesItExitWithTheConflictCodeNamingTheHolder() async throws {
+        let daemon = try await ClaimDaemon()
+        let board = try await daemon.plug("HELD1")
+        let holder = try daemon.startAccmon(
+            ["claim", "--connection", String(board.rawValue), "--reason", "long flash", "--", "sleep", "30"],
+            name: "holder")
+        #expect(await eventually { (try? await daemon.accmon(["claims"]).stdout.contains("long flash")) == true })
+        // As another user: refused at once with 75, naming root.
+        let other = try await daemon.accmon(["claim", "--connection", String(board.rawValue), "--", "true"], as: asNobody)
+        #expect(other.termination == .exited(75), "\(other)")
+        #expect(other.stderr.contains("c-1 by root") && other.stderr.contains("\"long flash\""), "\(other)")
+        let custom = try await daemon.accmon(
+            ["claim", "--serial", "HELD1", "--conflict-exit-code", "9", "--", "true"], as: asNobody)
+        #expect(custom.termination == .exited(9), "\(custom)")
+        // Waiting with a timeout: 75 after it, naming the holder.
+        let started = ContinuousClock.now
+        let waited = try await daemon.accmon(["claim", "--serial", "HELD1", "--timeout", "1", "--", "true"])
+        #expect(waited.termination == .exited(75), "\(waited)")
+        #expect(ContinuousClock.now - started >= .seconds(1))
+        #expect(waited.stderr.contains("still not free after 1 s") && waited.stderr.contains("by root"), "\(waited)")
+        #expect(try await daemon.accmon(["claims", "--json"]).stdout.contains("\"waiters\":[]"), "left the line")
+        // The holder heard of each.
+        #expect(await eventually { holder.stderr.components(separatedBy: "asked for c-1").count >= 4 }, "\(holder.stderr)")
+        holder.send(SIGTERM)
+        #expect(await holder.waitForExit() == .exited(128 + SIGTERM))
+    }
+
+    @Test func aUserTheManifestDoesNotLetClaimGets77() async throws {
+        let daemon = try await ClaimDaemon(manifest: ClaimDaemon.manifest(claim: #"{"users": [0]}"#))
+        let board = try await daemon.plug("DENY1")
+        let refused = try await daemon.accmon(["claim", "--connection", String(board.rawValue), "--", "true"], as: asNobody)
+        // nobody sees the accessory but may not claim it.
+        #expect(refused.termination == .exited(77) && refused.stderr.contains("may not claim it"), "\(refused)")
+        let byFilter = try await daemon.accmon(["claim", "--serial", "DENY1", "--", "true"], as: asNobody)
+        #expect(byFilter.termination == .exited(77) && byFilter.stderr.contains("0 of them yours"), "\(byFilter)")
+        let nothing = try await daemon.accmon(["claim", "--serial", "NONE", "--", "true"])
+        #expect(nothing.termination == .exited(1) && nothing.stderr.contains("0 connected accessories"), "\(nothing)")
+        let unreachable = try await run(
+            try Binaries.accmon, ["--socket", daemon.directory.file("none"), "claim", "--", "true"],
+            in: daemon.directory)
+        #expect(unreachable.termination == .exited(69), "\(unreachable)")
+        let usage = try await daemon.accmon(["claim", "--connection", "1", "--kind", "serial", "--", "true"])
+        #expect(usage.termination == .exited(64), "\(usage)")
+        #expect(try await daemon.accmon(["claim"]).termination == .exited(64))
+        // A bridge's remote user name is refused to a client the manifest's bridges do not name.
+        let raw = try RawSocket(path: daemon.socketPath)
+        try raw.send(#"{"type":"claim","id":1,"connections":[\#(board.rawValue)],"remoteUser":"ci"}"# + "\n")
+        #expect(await raw.readObject()?["code"] as? String == "permission-denied")
+    }
+
+    @Test func aWaitingClaimerGetsItWhenTheHolderEnds() async throws {
+        let daemon = try await ClaimDaemon()
+        _ = try await daemon.plug("LINE1")
+        let marker = daemon.directory.file("second-ran")
+        let first = try daemon.startAccmon(["claim", "--serial", "LINE1", "--", "sleep", "1"], name: "first")
+        #expect(await eventually { (try? await daemon.accmon(["claims"]).stdout.contains("c-1")) == true })
+        let second = try await daemon.accmon(
+            ["claim", "--serial", "LINE1", "--wait", "--", "sh", "-c", "echo \"$ACCMON_CLAIM_ID\" > \(marker)"],
+            timeout: .seconds(20))
+        #expect(second.termination == .exited(0), "\(second)")
+        #expect(second.stderr.contains("c-2 waits in line (place 1): held: c-1 by root"), "\(second)")
+        #expect((try? String(contentsOfFile: marker, encoding: .utf8)) == "c-2\n")
+        #expect(await first.waitForExit() == .exited(0))
+    }
+
+    @Test func aBrokenClaimEndsTheCommandAndExits75() async throws {
+        let daemon = try await ClaimDaemon()
+        let board = try await daemon.plug("BREAK1")
+        let holder = try daemon.startAccmon(
+            ["claim", "--connection", String(board.rawValue), "--", "sh", "-c", "trap 'echo TERM; exit 0' TERM; "
+                + "while :; do sleep 0.1; done"],
+            name: "holder")
+        #expect(await eventually { (try? await daemon.accmon(["claims"]).stdout.contains("c-1")) == true })
+        let broken = try await daemon.accmon(["release", String(board.rawValue), "--force", "--reason", "lab reset"])
+        #expect(broken.termination == .exited(0), "\(broken)")
+        #expect(await holder.waitForExit(timeout: .seconds(15)) == .exited(75), "\(holder.stderr)")
+        #expect(holder.stderr.contains("broken by root") && holder.stderr.contains("\"lab reset\""), "\(holder.stderr)")
+        #expect(holder.stdout.contains("TERM"), "the command got SIGTERM first")
+    }
+
+    @Test func aKilledClaimerTakesItsCommandAndItsClaimWithIt() async throws {
+        let daemon = try await ClaimDaemon()
+        let board = try await daemon.plug("KILL1")
+        let tag = "claim-kill-\(getpid())-\(Int.random(in: 0..<1_000_000))"
+        let holder = try daemon.startAccmon(
+            ["claim", "--connection", String(board.rawValue), "--", "sleep", "300", tag], as: [], name: "holder")
+        #expect(await eventually { !pids(running: ["sleep", "300", tag]).isEmpty })
+        holder.send(SIGKILL)
+        #expect(await eventually { pids(running: ["sleep", "300", tag]).isEmpty }, "the command died with accmon claim")
+        #expect(await eventually { (try? await daemon.accmon(["claims"]).stdout) == "no claims\n" })
+    }
+
+    @Test func aRestartOfAccmondTakesNothingFromARunningCommand() async throws {
+        let daemon = try await ClaimDaemon()
+        _ = try await daemon.plug("RESTART1")
+        let flag = daemon.directory.file("go")
+        let holder = try daemon.startAccmon(
+            ["claim", "--serial", "RESTART1", "--", "sh", "-c", "while [ ! -e \(flag) ]; do sleep 0.1; done"],
+            name: "holder")
+        #expect(await eventually { (try? await daemon.accmon(["claims"]).stdout.contains("c-1")) == true })
+        for (index, signal) in [SIGTERM, SIGKILL].enumerated() {
+            try await daemon.restart(signal: signal)
+            #expect(
+                await eventually(timeout: .seconds(10)) {
+                    holder.stderr.components(separatedBy: "c-1 taken up again").count == index + 2
+                }, "\(holder.stderr)")
+            let list = try await daemon.accmon(["claims", "--json"])
+            #expect(list.stdout.contains("\"claimID\":\"c-1\""), "\(list)\n\(daemon.log)\n\(holder.stderr)")
+            // Held for it meanwhile: another claimer is refused.
+            let other = try await daemon.accmon(["claim", "--serial", "RESTART1", "--", "true"], as: asNobody)
+            #expect(other.termination == .exited(75), "\(other)")
+        }
+        FileManager.default.createFile(atPath: flag, contents: nil)
+        #expect(await holder.waitForExit() == .exited(0), "\(holder.stderr)")
+        #expect(await eventually { (try? await daemon.accmon(["claims"]).stdout) == "no claims\n" })
+    }
+}
