@@ -14,7 +14,7 @@
 # 1,10,100,1000), BENCH_MQTT_OUTAGE (seconds, default 600), BENCH_HOSTILE_SECONDS (seconds per attack, default 20).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SUITES="stream fanout memory startup instructions sysfs python mqtt hostile history"
+SUITES="stream fanout memory startup instructions sysfs python mqtt hostile history claims"
 
 supports() {
     local suite=$1 bin=$2 source=$3
@@ -22,6 +22,8 @@ supports() {
         stream|fanout|memory|startup|instructions|sysfs) [ -x "$bin/accmond" ] && [ -x "$bin/accmon" ] ;;
         python) [ -d "$source/clients/python/src/accmon" ] || { echo "no clients/python in $source" >&2; return 1; } ;;
         mqtt) [ -x "$bin/accmon-mqtt" ] || { echo "no accmon-mqtt in $bin" >&2; return 1; } ;;
+        claims)
+            "$bin/accmon" --help 2>&1 | grep -q -- 'claim ' || { echo "$bin/accmon has no claim" >&2; return 1; } ;;
         history)
             "$bin/accmond" --help 2>&1 | grep -q -- '--history-entries' \
                 || { echo "$bin/accmond has no --history-entries" >&2; return 1; } ;;
@@ -50,6 +52,7 @@ run() {
                   --outage-seconds "${BENCH_MQTT_OUTAGE:-600}" ;;
         hostile) /usr/bin/python3 "$here/hostile.py" "$bin" --attack-seconds "${BENCH_HOSTILE_SECONDS:-20}" ;;
         history) /usr/bin/python3 "$here/history.py" "$bin" --rounds "$(( repeats > 5 ? repeats : 5 ))" ;;
+        claims) /usr/bin/python3 "$here/claims.py" "$bin" "$tools" --repeats "$repeats" ;;
         *) echo "bench: unknown suite '$suite' ($SUITES)" >&2; return 64 ;;
     esac
 }

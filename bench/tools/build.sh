@@ -12,3 +12,4 @@ cc -O2 -Wall -o "$out/stamp" "$here/stamp.c"
 cc -O2 -Wall -pthread -o "$out/fanout" "$here/fanout.c"
 cc -O2 -Wall -o "$out/relay" "$here/relay.c" -ludev
 cc -O2 -Wall -o "$out/sysfs_read" "$here/sysfs_read.c"
+cc -O2 -Wall -o "$out/clockstamp" "$here/clockstamp.c"
