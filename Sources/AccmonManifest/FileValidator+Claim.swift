@@ -20,7 +20,9 @@ extension FileValidator {
                 .object(pairs.filter { $0.key == "users" || $0.key == "groups" }), at: node.position)
             policy.access = accessList(list, context, emptyHint: "remove the key to let whoever sees it claim")
         }
-        if let member = members["remote"] { policy.remote = remoteUsers(member.value, "\(context).remote") }
+        if let member = members["remote"] {
+            (policy.remote, policy.remoteAs) = remoteUsers(member.value, "\(context).remote")
+        }
         if let member = members["grant"] {
             if case .bool(let value) = member.value.value {
                 policy.grant = value
@@ -39,22 +41,39 @@ extension FileValidator {
         return problems.count == before ? policy : nil
     }
 
+    static let remoteUserKeys = ["user", "as"]
+
     /// MQTT user names: 1 to 255 bytes of UTF-8, no control character, no `+`, `#` or `/` (they could not be a topic
-    /// level of their own).
-    private mutating func remoteUsers(_ node: PositionedJSON, _ context: String) -> [String] {
+    /// level of their own); each a string, or `{"user": "ci", "as": "ci-runner"}` to map it to a local user.
+    private mutating func remoteUsers(_ node: PositionedJSON, _ context: String) -> ([String], [String: Principal]) {
         guard case .array(let elements) = node.value else {
             report(
                 .wrongType, node.position,
                 "\(context): expected an array of MQTT user names, such as [\"ci\"], found \(node.typeDescription)")
-            return []
+            return ([], [:])
         }
         guard !elements.isEmpty else {
             report(.empty, node.position, "\(context): the list is empty: name at least one MQTT user, or remove the key")
-            return []
+            return ([], [:])
         }
         var users: [String] = []
+        var mapped: [String: Principal] = [:]
         for element in elements {
-            guard let name = string(element, context) else { continue }
+            var item = element
+            var local: Principal?
+            if case .object = element.value {
+                guard let members = members(of: element, context, Self.remoteUserKeys) else { continue }
+                guard let user = members["user"] else {
+                    report(.missingKey, element.position, "\(context): missing key 'user' (the MQTT user name)")
+                    continue
+                }
+                item = user.value
+                if let target = members["as"] {
+                    guard let principal = principal(target.value, "\(context).as", "user") else { continue }
+                    local = principal
+                }
+            }
+            guard let name = string(item, context) else { continue }
             let bytes = Array(name.utf8)
             if bytes.isEmpty || bytes.count > 255
                 || bytes.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0x2B || $0 == 0x23 || $0 == 0x2F })
@@ -70,8 +89,9 @@ extension FileValidator {
                 continue
             }
             users.append(name)
+            if let local { mapped[name] = local }
         }
-        return users
+        return (users, mapped)
     }
 
     /// A number of seconds: from 0 (when allowed) or above 0, to a year.

@@ -146,7 +146,9 @@ public struct Manifest: Sendable, Hashable {
     public var accountNames: (users: Set<String>, groups: Set<String>) {
         var users: Set<String> = []
         var groups: Set<String> = []
-        let claimLists = entries.compactMap { $0.claim?.access }
+        let claimLists =
+            entries.compactMap { $0.claim?.access }
+            + entries.compactMap { $0.claim.map { AccessList(users: Array($0.remoteAs.values)) } }
         for list in [admins, bridges] + entries.map(\.effectiveAccess) + claimLists + relaunch.map(\.access) {
             for case .name(let name) in list.users { users.insert(name) }
             for case .name(let name) in list.groups { groups.insert(name) }

@@ -12,6 +12,9 @@ public struct ClaimPolicy: Sendable, Hashable {
     public var access: AccessList?
     /// The MQTT users who may claim the entry's accessories through a bridge (`remote`), by their MQTT user name.
     public var remote: [String]
+    /// The local user each remote user is mapped to (`{"user": "ci", "as": "ci-runner"}` in `remote`): while that
+    /// remote user holds a claim, this local user may open the nodes (read and write), and nobody else but root.
+    public var remoteAs: [String: Principal]
     /// Whether a claim gives the holder access to the device nodes it lacked (`grant`): for benches where claims are
     /// the only way in. Off: a claim only takes access away from others.
     public var grant: Bool
@@ -21,11 +24,12 @@ public struct ClaimPolicy: Sendable, Hashable {
     public var maxSeconds: Double?
 
     public init(
-        access: AccessList? = nil, remote: [String] = [], grant: Bool = false,
+        access: AccessList? = nil, remote: [String] = [], remoteAs: [String: Principal] = [:], grant: Bool = false,
         returnSeconds: Double = ClaimPolicy.defaultReturnSeconds, maxSeconds: Double? = nil
     ) {
         self.access = access
         self.remote = remote
+        self.remoteAs = remoteAs
         self.grant = grant
         self.returnSeconds = returnSeconds
         self.maxSeconds = maxSeconds
@@ -40,4 +44,13 @@ public struct ClaimPolicy: Sendable, Hashable {
 
     /// Whether the MQTT user `user` may claim through a bridge.
     public func allowsRemote(_ user: String) -> Bool { remote.contains(user) }
+
+    /// The local uid that opens the nodes while the MQTT user `user` holds a claim; `nil`: nobody but root.
+    public func localUser(for user: String, accounts: AccountIDs) -> UInt32? {
+        switch remoteAs[user] {
+        case .id(let uid)?: uid
+        case .name(let name)?: accounts.users[name]
+        case nil: nil
+        }
+    }
 }

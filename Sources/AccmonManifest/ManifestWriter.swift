@@ -74,7 +74,18 @@ extension Manifest {
             // The access list's members, without its braces.
             parts.append(String(format(access).dropFirst().dropLast()))
         }
-        if !claim.remote.isEmpty { parts.append("\"remote\": [\(claim.remote.map(jsonString).joined(separator: ", "))]") }
+        if !claim.remote.isEmpty {
+            let users = claim.remote.map { user in
+                guard let local = claim.remoteAs[user] else { return jsonString(user) }
+                let target: String
+                switch local {
+                case .name(let name): target = jsonString(name)
+                case .id(let id): target = String(id)
+                }
+                return "{\"user\": \(jsonString(user)), \"as\": \(target)}"
+            }
+            parts.append("\"remote\": [\(users.joined(separator: ", "))]")
+        }
         if claim.grant { parts.append("\"grant\": true") }
         if claim.returnSeconds != ClaimPolicy.defaultReturnSeconds {
             parts.append("\"returnSeconds\": \(formatSeconds(claim.returnSeconds))")

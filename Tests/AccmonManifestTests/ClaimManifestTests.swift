@@ -9,7 +9,7 @@ import Testing
           "bridges": {"users": ["accmon-mqtt"]},
           "accessories": [
             {"name": "bench", "match": {"id": "0403:6001"}, "access": {"groups": ["lab"]},
-             "claim": {"users": ["alice"], "groups": ["ci"], "remote": ["ci", "qa"], "grant": true,
+             "claim": {"users": ["alice"], "groups": ["ci"], "remote": ["ci", {"user": "qa", "as": "qa-runner"}], "grant": true,
                        "returnSeconds": 30, "maxSeconds": 3600}},
             {"name": "plain", "match": {"id": "0403:*"}},
           ],
@@ -24,7 +24,10 @@ import Testing
         let manifest = try Self.parsed()
         let claim = try #require(manifest.entries[0].claim)
         #expect(claim.access == AccessList(users: [.name("alice")], groups: [.name("ci")]))
-        #expect(claim.remote == ["ci", "qa"])
+        #expect(claim.remote == ["ci", "qa"] && claim.remoteAs == ["qa": .name("qa-runner")])
+        #expect(claim.localUser(for: "qa", accounts: AccountIDs(users: ["qa-runner": 1500])) == 1500)
+        #expect(claim.localUser(for: "ci", accounts: AccountIDs(users: ["qa-runner": 1500])) == nil)
+        #expect(manifest.accountNames.users.contains("qa-runner"))
         #expect(claim.grant && claim.returnSeconds == 30 && claim.maxSeconds == 3600)
         #expect(manifest.entries[1].claim == nil)
         #expect(manifest.entries[1].effectiveClaim == .default)

@@ -60,10 +60,14 @@ extension ClaimDesk {
         }
     }
 
-    /// Whose the nodes of `item` are while `claim` holds it: the holder's (a remote holder has no local user).
+    /// Whose the nodes of `item` are while `claim` holds it: the holder's; for a remote holder, the local user the
+    /// entry maps it to (read and write, as the admin asked for it), or nobody but root.
     func nodeHolder(_ claim: Claim, _ item: ClaimedItem) -> NodeHolder {
-        let local = claim.holder.remoteUser == nil ? claim.holder.principal : nil
-        return NodeHolder(uid: local?.uid, gids: local?.gids ?? [], grant: item.grant)
+        guard let remote = claim.holder.remoteUser else {
+            return NodeHolder(uid: claim.holder.principal?.uid, gids: claim.holder.principal?.gids ?? [], grant: item.grant)
+        }
+        let policy = Self.policy(of: item.last, authorizer: state.authorizer)
+        return NodeHolder(uid: policy.localUser(for: remote, accounts: state.authorizer.accounts), gids: [], grant: true)
     }
 
     /// Takes the node batches' results and runs what waited for them.
