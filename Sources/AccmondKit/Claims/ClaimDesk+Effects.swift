@@ -1,4 +1,5 @@
 import AccmonLogging
+import AccmonManifest
 import AccmonProtocol
 import AccmonSys
 
