@@ -103,11 +103,12 @@ import Testing
     @Test func aBrokenClaimEndsTheCommandAndExits75() async throws {
         let daemon = try await ClaimDaemon()
         let board = try await daemon.plug("BREAK1")
+        let running = daemon.directory.file("running")
         let holder = try daemon.startAccmon(
             ["claim", "--connection", String(board.rawValue), "--", "sh", "-c", "trap 'echo TERM; exit 0' TERM; "
-                + "while :; do sleep 0.1; done"],
+                + "touch \(running); while :; do sleep 0.1; done"],
             name: "holder")
-        #expect(await eventually { (try? await daemon.accmon(["claims"]).stdout.contains("c-1")) == true })
+        #expect(await eventually { FileManager.default.fileExists(atPath: running) }, "\(holder.stderr)")
         let broken = try await daemon.accmon(["release", String(board.rawValue), "--force", "--reason", "lab reset"])
         #expect(broken.termination == .exited(0), "\(broken)")
         #expect(await holder.waitForExit(timeout: .seconds(15)) == .exited(75), "\(holder.stderr)")
@@ -118,12 +119,13 @@ import Testing
     @Test func aKilledClaimerTakesItsCommandAndItsClaimWithIt() async throws {
         let daemon = try await ClaimDaemon()
         let board = try await daemon.plug("KILL1")
-        let tag = "claim-kill-\(getpid())-\(Int.random(in: 0..<1_000_000))"
+        // A duration no other process sleeps: its command line finds it.
+        let duration = "300.\(getpid())\(Int.random(in: 100_000..<1_000_000))"
         let holder = try daemon.startAccmon(
-            ["claim", "--connection", String(board.rawValue), "--", "sleep", "300", tag], as: [], name: "holder")
-        #expect(await eventually { !pids(running: ["sleep", "300", tag]).isEmpty })
+            ["claim", "--connection", String(board.rawValue), "--", "sleep", duration], as: [], name: "holder")
+        #expect(await eventually { !pids(running: ["sleep", duration]).isEmpty }, "\(holder.stderr)\n\(daemon.log)")
         holder.send(SIGKILL)
-        #expect(await eventually { pids(running: ["sleep", "300", tag]).isEmpty }, "the command died with accmon claim")
+        #expect(await eventually { pids(running: ["sleep", duration]).isEmpty }, "the command died with accmon claim")
         #expect(await eventually { (try? await daemon.accmon(["claims"]).stdout) == "no claims\n" })
     }
 
@@ -131,10 +133,15 @@ import Testing
         let daemon = try await ClaimDaemon()
         _ = try await daemon.plug("RESTART1")
         let flag = daemon.directory.file("go")
+        let running = daemon.directory.file("running")
         let holder = try daemon.startAccmon(
-            ["claim", "--serial", "RESTART1", "--", "sh", "-c", "while [ ! -e \(flag) ]; do sleep 0.1; done"],
+            [
+                "claim", "--serial", "RESTART1", "--", "sh", "-c",
+                "touch \(running); while [ ! -e \(flag) ]; do sleep 0.1; done",
+            ],
             name: "holder")
-        #expect(await eventually { (try? await daemon.accmon(["claims"]).stdout.contains("c-1")) == true })
+        // The command runs: the holder has heard of its claim (the daemon tells it once the claim is on disk).
+        #expect(await eventually { FileManager.default.fileExists(atPath: running) }, "\(holder.stderr)")
         for (index, signal) in [SIGTERM, SIGKILL].enumerated() {
             try await daemon.restart(signal: signal)
             #expect(
