@@ -49,6 +49,11 @@ let package = Package(
         // One command-line option parser for every executable.
         .target(name: "AccmonOptions", swiftSettings: strictSettings),
 
+        // Device nodes held for claims: the nodes' states (owner, group, mode, POSIX ACL) and the kernel's access
+        // check, enforcement and restoration through O_PATH descriptors (NodeKeeper), the helper's protocol and the
+        // client accmond uses (NodeHelperLink). No libudev: the helper injects its device check.
+        .target(name: "AccmonNodes", dependencies: ["AccmonSys"], swiftSettings: strictSettings),
+
         // Adapters over C libraries.
         // OpenSSL's libcrypto, for the SHA-256 of USB descriptors (manifest pinning).
         .target(name: "AccmonCrypto", dependencies: ["CCrypto"], swiftSettings: strictSettings),
@@ -134,6 +139,9 @@ let package = Package(
             dependencies: [
                 "AccmonClient", "AccmonCrypto", "AccmonDevices", "AccmonProtocol", "AccmonTestSupport", "AccmonUdev",
             ],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonNodesTests", dependencies: ["AccmonNodes", "AccmonSys", "AccmonTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "AccmonMQTTTests", dependencies: ["AccmonMQTT", "AccmonProtocol", "AccmonTestSupport"],

@@ -26,7 +26,7 @@ LAYERS = {
     # system calls; pure logic
     "AccmonSys": 1, "AccmonJSON": 1, "AccmonProtocol": 1, "AccmonOptions": 1,
     # pure logic built on the protocol; adapters over C libraries
-    "AccmonManifest": 2, "AccmonDevices": 2, "AccmonCrypto": 1, "AccmonSystemd": 2, "AccmonMQTT": 2,
+    "AccmonManifest": 2, "AccmonDevices": 2, "AccmonNodes": 2, "AccmonCrypto": 1, "AccmonSystemd": 2, "AccmonMQTT": 2,
     "AccmonUdev": 3, "AccmonLogging": 3, "AccmonClient": 3,
     # the programs' machinery
     "AccmondKit": 4, "AccmonBridge": 4,
