@@ -47,6 +47,8 @@ public struct NodeError: Error, Sendable, Hashable, Codable, CustomStringConvert
         public static let notPermitted = Code(rawValue: "not-permitted")
         /// A system call failed, or a change did not take.
         public static let failed = Code(rawValue: "failed")
+        /// The node's file system has no POSIX ACLs (devpts): a claim cannot keep the holder's access on it.
+        public static let noACLs = Code(rawValue: "no-acls")
         /// A limit was reached (held nodes).
         public static let tooMany = Code(rawValue: "too-many")
         /// A request the helper cannot read, or not of its protocol version.

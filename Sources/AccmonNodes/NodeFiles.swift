@@ -121,6 +121,8 @@ extension NodeKeeper {
             }
         } catch where target.acl == nil && error.rawValue == EOPNOTSUPP {
             // No POSIX ACLs on this file system: none to remove.
+        } catch where error.rawValue == EOPNOTSUPP {
+            throw NodeError(.noACLs, context, path, "set the ACL \(target): the file system has no POSIX ACLs")
         } catch {
             throw fail(target.acl == nil ? "remove the ACL" : "set the ACL \(target)", error)
         }

@@ -150,7 +150,14 @@ public final class NodeKeeper: NodeControl {
         try persist("hold", path)
         if current != record.applied {
             do throws(NodeError) {
-                try apply(record.applied, to: &node, "hold", path)
+                do throws(NodeError) {
+                    try apply(record.applied, to: &node, "hold", path)
+                } catch where error.code == .noACLs && !isDevicePolicy {
+                    record.applied = record.original.enforcedWithoutACL(holder: holder)
+                    records[path] = record
+                    try persist("hold", path)
+                    try apply(record.applied, to: &node, "hold", path)
+                }
             } catch {
                 // Leave the node as it was before this call and held as it was (or not held).
                 try? apply(current, to: &node, "hold", path)  // try?: the first failure is the one to report

@@ -45,12 +45,14 @@ public struct NodeDevice: Sendable, Hashable, Codable {
     }
 }
 
-/// A USB port path as the kernel names a USB device: bus, `-`, then port numbers joined by `.` (`1-1.2`).
+/// A USB port path as the kernel names a USB device: bus, `-`, then port numbers joined by `.` (`1-1.2`), at most 7.
 public func isUSBPortPath(_ text: String) -> Bool {
     let parts = text.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
     guard text.utf8.count <= 64, parts.count == 2 else { return false }
     func isNumber(_ part: Substring) -> Bool {
         !part.isEmpty && part.utf8.count <= 3 && part.utf8.allSatisfy { (0x30...0x39).contains($0) }
     }
-    return isNumber(parts[0]) && parts[1].split(separator: ".", omittingEmptySubsequences: false).allSatisfy(isNumber)
+    let ports = parts[1].split(separator: ".", omittingEmptySubsequences: false)
+    // USB allows at most 5 hubs between the root hub and a device: at most 6 port numbers (7 with slack).
+    return isNumber(parts[0]) && ports.count <= 7 && ports.allSatisfy(isNumber)
 }

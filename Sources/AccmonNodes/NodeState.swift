@@ -82,19 +82,33 @@ public struct NodeState: Sendable, Hashable, Codable, CustomStringConvertible {
     ///
     /// The owner becomes root (an owner could `chmod` its node open again, so no one but root may own it while it
     /// is held); the group stays, with no permission; others get none; the holder gets a named ACL entry with the
-    /// access it had (``access(uid:gids:)``: read and/or write), or read and write with ``NodeHolder/grant``. The
-    /// mask equals that entry, so an empty one (a holder without access) leaves the ACL unconsulted and the node
-    /// closed to all but root. A holder that is root needs no entry.
+    /// access it had (``access(uid:gids:)``: read and/or write), or read and write with ``NodeHolder/grant``, and
+    /// the mask equals that entry. A holder that is root, or keeps no access, needs no entry: the node is then
+    /// root's alone, without an ACL.
     ///
     /// One widening: a holder that could open the node for reading and for writing, but not for both at once (two
     /// group entries, one with `r`, the other with `w`), may open it for both while it holds it; it gains no access
     /// it lacked, since it could open two descriptors.
     public func enforced(holder: NodeHolder) -> NodeState {
-        let kept = holder.grant ? Permission.readWrite : access(uid: holder.uid, gids: holder.groupIDs)
-        if holder.uid == 0 { return NodeState(owner: 0, group: group, mode: 0o600) }
+        let kept = keptAccess(holder)
+        if holder.uid == 0 || kept.isEmpty { return NodeState(owner: 0, group: group, mode: 0o600) }
         return NodeState(
             owner: 0, group: group, mode: 0o600 | kept.rawValue << 3,
             acl: ExtendedACL(owningGroup: [], users: [holder.uid: kept]))
+    }
+
+    /// The state while `holder` holds the node on a file system without POSIX ACLs (devpts), for simulated nodes
+    /// only: the holder owns it, with the access it keeps as owner bits; the group and others get nothing. Unlike
+    /// ``enforced(holder:)``, the holder could `chmod` the node open to others while it holds it.
+    public func enforcedWithoutACL(holder: NodeHolder) -> NodeState {
+        let kept = keptAccess(holder)
+        if holder.uid == 0 || kept.isEmpty { return NodeState(owner: 0, group: group, mode: 0o600) }
+        return NodeState(owner: holder.uid, group: group, mode: kept.rawValue << 6)
+    }
+
+    /// What the holder may open while it holds the node: what it could before, or read and write with grant.
+    private func keptAccess(_ holder: NodeHolder) -> Permission {
+        holder.grant ? .readWrite : access(uid: holder.uid, gids: holder.groupIDs)
     }
 }
 
