@@ -22,6 +22,9 @@ public final class NodeKeeper: NodeControl {
     let recordName: String
     let attributeWriter: (_ path: String, _ value: String) throws(Errno) -> Void
     var records: [String: NodeRecord] = [:]
+    /// The changes of held nodes' attributes, when watched; the watch of each held node.
+    let inodeWatch: InodeWatch?
+    var watches: [String: Int32] = [:]
     var pendingUdevChanges: [PendingUdevChange] = []
     /// Problems met at start that did not stop it (a record file that could not be read, moved aside).
     public internal(set) var warnings: [String] = []
@@ -32,11 +35,13 @@ public final class NodeKeeper: NodeControl {
     /// - Parameters:
     ///   - stateDirectory: created (0755) when missing; refused when another user owns it or others may write in
     ///     it, as the records and marks it holds decide what is restored.
+    ///   - watchingChanges: watch the held nodes' attributes (inotify), so that a rewrite by udev or logind is seen
+    ///     at once: ``changeDescriptor`` turns readable, and ``reapplyChanged()`` applies the claims again.
     ///   - attributeWriter: writes a sysfs attribute (tests record what would be written).
     /// - Throws: ``NodeError`` when a directory cannot be opened or is unfit. A record file that cannot be read is
     ///   moved aside (`nodes.json.corrupt-TIME`) with a warning (``warnings``), not an error: the keeper must start.
     public init(
-        policy: NodePolicy, stateDirectory: String, recordName: String = "nodes.json",
+        policy: NodePolicy, stateDirectory: String, recordName: String = "nodes.json", watchingChanges: Bool = false,
         attributeWriter: @escaping (_ path: String, _ value: String) throws(Errno) -> Void = writeAttributeFile
     ) throws(NodeError) {
         self.policy = policy
@@ -62,6 +67,15 @@ public final class NodeKeeper: NodeControl {
         }
         self.stateDirectory = directories.state
         portsDirectory = directories.ports
+        var inodeWatch: InodeWatch?
+        if watchingChanges {
+            do throws(Errno) {
+                inodeWatch = try InodeWatch()
+            } catch {
+                warnings.append("nodes: inotify: \(error): rewrites are seen only when a node is held again")
+            }
+        }
+        self.inodeWatch = inodeWatch
         do throws(NodeError) {
             let file = try NodeRecordFile.read(recordName, in: self.stateDirectory)
             records = Dictionary(file.nodes.map { ($0.path, $0) }, uniquingKeysWith: { $1 })
@@ -70,9 +84,15 @@ public final class NodeKeeper: NodeControl {
             let aside = try? AtomicFile.moveAside(recordName, in: self.stateDirectory)  // try?: reported below
             warnings.append("\(error); moved aside to \(aside ?? "nowhere (the move failed)"); nothing held is known")
         }
+        for path in records.keys.sorted() {
+            guard let node = try? open(path, "watch", checkingDevice: false) else { continue }  // try?: gone: dropped later
+            watch(node, path)
+            node.close()
+        }
     }
 
     deinit {
+        inodeWatch?.close()
         root.close()
         stateDirectory.close()
         portsDirectory.close()
@@ -139,6 +159,7 @@ public final class NodeKeeper: NodeControl {
             guard records.count - (earlier == nil ? 0 : 1) < Self.maximumHeldNodes else {
                 throw NodeError(.tooMany, "hold", path, "\(Self.maximumHeldNodes) nodes are held already")
             }
+            if earlier != nil { forget(path) }  // another inode: the node held before is gone
             record = NodeRecord(
                 path: path, fileSystem: node.status.fileSystem, inode: node.status.inode,
                 deviceNumber: node.status.deviceNumber, holder: holder, original: current,
@@ -166,6 +187,7 @@ public final class NodeKeeper: NodeControl {
                 throw error
             }
         }
+        watch(node, path)
         dropGoneRecords(except: path)
         return HoldOutcome(
             path: path, change: change, original: record.original, applied: record.applied,
@@ -180,13 +202,13 @@ public final class NodeKeeper: NodeControl {
             node = try open(path, "release", checkingDevice: false)
         } catch where error.code == .missing || error.code == .refused {
             // Nothing, or something else (a link, another type of file), is at the path: the held node is gone.
-            records[path] = nil
+            forget(path)
             try persist("release", path)
             return gone
         }
         defer { node.close() }
         guard record.isSameFile(as: node.status) else {
-            records[path] = nil
+            forget(path)
             try persist("release", path)
             return gone
         }
@@ -198,7 +220,7 @@ public final class NodeKeeper: NodeControl {
             try persist("release", path)
         }
         if current != record.original { try apply(record.original, to: &node, "release", path) }
-        records[path] = nil
+        forget(path)
         var udevChange = ReleaseOutcome.UdevChange.none
         if record.restoresThroughUdev, let device = record.device {
             udevChange = askUdevAgain(device)
@@ -233,13 +255,13 @@ public final class NodeKeeper: NodeControl {
                 node = try open(path, "held", checkingDevice: false)
             } catch {
                 if error.code == .missing || error.code == .refused {
-                    records[path] = nil
+                    forget(path)
                     dropped = true
                 }
                 continue
             }
             if !record.isSameFile(as: node.status) {
-                records[path] = nil
+                forget(path)
                 dropped = true
             }
             node.close()

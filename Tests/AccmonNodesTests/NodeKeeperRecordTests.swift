@@ -50,6 +50,31 @@ struct NodeKeeperRecordTests {
         #expect(try await fixture.observed(other) == NodeState(owner: 0, group: 20, mode: 0o666))
     }
 
+    @Test func aWatchingKeeperSeesARewriteAtOnceAndAppliesTheClaimAgain() async throws {
+        let directory = try traversableDirectory()
+        let nodes = directory.file("nodes")
+        #expect(mkdir(nodes, 0o755) == 0)
+        let keeper = try NodeKeeper(policy: .beneath(nodes), stateDirectory: directory.file("state"), watchingChanges: true)
+        let watch = try #require(keeper.changeDescriptor)
+        let path = "\(nodes)/ttyUSB0"
+        #expect(FileManager.default.createFile(atPath: path, contents: nil))
+        let before = NodeState(owner: 0, group: 20, mode: 0o660)
+        try set(path, to: before)
+        let holder = NodeHolder(uid: 4001, gids: [20])
+        _ = try keeper.hold(path, holder: holder)
+        #expect(keeper.reapplyChanged().isEmpty, "its own changes are no rewrite")
+        #expect(try waitForReadable([watch], timeoutMilliseconds: 0).ready == [false])
+
+        #expect(try await command(["/usr/bin/setfacl", "-m", "u:4003:rw", path], in: directory).termination == .exited(0))
+        #expect(try waitForReadable([watch], timeoutMilliseconds: 2000).ready == [true])
+        let results = keeper.reapplyChanged()
+        #expect(results.count == 1 && (try? results[0].result.get().change) == .rewriteAdopted, "\(results)")
+        let seat = NodeState(owner: 0, group: 20, mode: 0o660, acl: ExtendedACL(owningGroup: .readWrite, users: [4003: .readWrite]))
+        #expect(try await observedState(path, in: directory) == seat.enforced(holder: holder))
+        _ = try keeper.release(path)
+        #expect(try await observedState(path, in: directory) == seat)
+    }
+
     @Test func anotherHolderGetsTheNodeAppliedAgain() throws {
         let fixture = try KeeperFixture()
         let before = NodeState(owner: 0, group: 20, mode: 0o660)
