@@ -231,6 +231,10 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
     public static let unitJob = LogMessageID("e1929a28fb984ba7b8364f8cff8414ed")
     /// A registered app's relaunch: registered, started, waiting for a limit, or refused.
     public static let relaunch = LogMessageID("84643e99d70141cb8bfe3bc7817ea723")
+    /// accmon-nodes held, released or cut a device node, applied a claim again after a rewrite, or marked a port.
+    public static let nodeChange = LogMessageID("8b9bd0be8bb04e6eafcca9fe1a13b197")
+    /// accmon-nodes refused a client or a request.
+    public static let nodeRefusal = LogMessageID("8f6cb048d10a434ca14efe3950efaa6d")
 
     /// Every kind, for the docs and the tests.
     public static let all: [(name: String, id: LogMessageID)] = [
@@ -245,6 +249,6 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
         ("serviceManager", serviceManager), ("limitReached", limitReached),
         ("bridgeBroker", bridgeBroker), ("bridgeAccmond", bridgeAccmond), ("bridgePublication", bridgePublication),
         ("bridgeReconciliation", bridgeReconciliation), ("configuration", configuration), ("unitJob", unitJob),
-        ("relaunch", relaunch),
+        ("relaunch", relaunch), ("nodeChange", nodeChange), ("nodeRefusal", nodeRefusal),
     ]
 }

@@ -5,10 +5,11 @@ import Glibc
 /// accmond's side of the helper `accmon-nodes`: a blocking client of its socket (``NodeHelperProtocol``), one
 /// request at a time.
 ///
-/// It connects on the first call, and again on the call after a failure: a helper that restarted (it is
-/// socket-activated, and keeps its records in `/run/accmon-nodes`) is reached again without the caller doing
-/// anything. A call that cannot be sent, or whose reply does not come within ``timeout``, fails with `unavailable`;
-/// whether the helper acted is then unknown, and `held` tells.
+/// It connects on the first call, and again after a failure: a helper that restarted (it is socket-activated, and
+/// keeps its records in `/run/accmon-nodes`) is reached again without the caller doing anything; a request whose
+/// send fails on a connection that worked before (the helper restarted since) is sent again on a new one. A call
+/// that cannot be sent, or whose reply does not come within ``timeout``, fails with `unavailable`; whether the
+/// helper acted is then unknown, and `held` tells.
 ///
 /// - Important: not thread-safe, and every call blocks up to ``timeout``: use it from one thread of its own.
 public final class NodeHelperLink: NodeControl {
@@ -84,13 +85,27 @@ public final class NodeHelperLink: NodeControl {
         nextID += 1
         let reply: NodeReply
         do throws(NodeError) {
-            let fd = try connected()
+            let reused = connection != nil
+            var fd = try connected()
             do throws(Errno) {
                 try fd.sendAll(request.line)
             } catch {
-                throw unavailable("send: \(error)")
+                // A helper that refuses a client says why and closes at once: its reply may be here already.
+                if !reused, let refusal = try? readReply(to: request.id, on: fd, within: .zero) {  // try?: none
+                    throw refusal.error ?? unavailable("send: \(error)")
+                }
+                // A connection that was fine before and fails on send (EPIPE): the helper restarted since. The
+                // request never reached it: send it on a new connection, once.
+                guard reused else { throw unavailable("send: \(error)") }
+                close()
+                fd = try connected()
+                do throws(Errno) {
+                    try fd.sendAll(request.line)
+                } catch {
+                    throw unavailable("send: \(error)")
+                }
             }
-            reply = try readReply(to: request.id, on: fd)
+            reply = try readReply(to: request.id, on: fd, within: timeout)
         } catch {
             close()
             throw error
@@ -113,9 +128,9 @@ public final class NodeHelperLink: NodeControl {
         }
     }
 
-    private func readReply(to id: UInt64, on fd: FileDescriptor) throws(NodeError) -> NodeReply {
+    private func readReply(to id: UInt64, on fd: FileDescriptor, within limit: Duration) throws(NodeError) -> NodeReply {
         let clock = ContinuousClock()
-        let deadline = clock.now + timeout
+        let deadline = clock.now + limit
         while true {
             if let newline = buffer.firstIndex(of: 0x0A) {
                 let line = buffer[..<newline]
@@ -139,13 +154,16 @@ public final class NodeHelperLink: NodeControl {
                 throw unavailable("a reply longer than \(NodeHelperProtocol.maximumReplyBytes) bytes")
             }
             let left = deadline - clock.now
-            guard left > .zero else { throw unavailable("no reply within \(timeout)") }
+            guard left > .zero || limit == .zero else { throw unavailable("no reply within \(limit)") }
             let (seconds, attoseconds) = left.components
-            let milliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            let milliseconds = limit == .zero ? 0 : Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
             var chunk = [UInt8](repeating: 0, count: 65_536)
             var count = 0
             do throws(Errno) {
-                guard try waitForReadable([fd], timeoutMilliseconds: milliseconds).ready[0] else { continue }
+                guard try waitForReadable([fd], timeoutMilliseconds: milliseconds).ready[0] else {
+                    if limit == .zero { throw Errno.wouldBlock }
+                    continue
+                }
                 var failure: Errno?
                 chunk.withUnsafeMutableBytes { raw in
                     do throws(Errno) { count = try fd.receive(into: raw) } catch { failure = error }

@@ -35,6 +35,12 @@ extension NodeKeeper {
         }
     }
 
+    /// The warnings gathered since the last call (``warnings``), cleared.
+    public func takeWarnings() -> [String] {
+        defer { warnings = [] }
+        return warnings
+    }
+
     /// Forgets a node: its record and its watch.
     func forget(_ path: String) {
         records[path] = nil

@@ -6,7 +6,7 @@ import Glibc
 import Synchronization
 import Testing
 
-@Suite(.enabled(if: geteuid() == 0, "needs root: chown and mknod"))
+@Suite
 struct NodeKeeperRecordTests {
     @Test func aRestartedKeeperRestoresFromItsRecords() async throws {
         let fixture = try KeeperFixture()
@@ -110,7 +110,7 @@ struct NodeKeeperRecordTests {
 
 /// The policy of real devices, with the device check and the sysfs writes injected (the helper's are libudev and
 /// sysfs): character devices only, refused unless the check accepts them, USB nodes cut by re-authorization.
-@Suite(.enabled(if: geteuid() == 0, "needs root: mknod and chown"))
+@Suite
 struct DevicePolicyTests {
     final class Writes: Sendable {
         let recorded = Mutex<[String]>([])

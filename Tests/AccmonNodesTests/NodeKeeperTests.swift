@@ -38,7 +38,7 @@ struct KeeperFixture {
     }
 }
 
-@Suite(.enabled(if: geteuid() == 0, "needs root: chown and setpriv"))
+@Suite
 struct NodeKeeperTests {
     let dialout: UInt32 = 20
 
