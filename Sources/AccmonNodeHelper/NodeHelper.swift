@@ -105,6 +105,8 @@ public enum NodeHelper {
     /// Restores every node the records hold and removes every port mark (at package removal); prints one line per
     /// node. Returns 0 when every node was restored or is gone, 1 otherwise.
     public static func restoreAll(_ settings: Settings) -> Int32 {
+        // No state directory: the helper never ran since boot, and nothing is held (nor is the directory made).
+        guard (try? fileStatus(atPath: settings.stateDirectory)) != nil else { return 0 }  // try?: absent
         let keeper: NodeKeeper
         do throws(NodeError) {
             // A release touches only the inodes recorded when held: udev is not asked again.
