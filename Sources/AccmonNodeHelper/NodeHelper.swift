@@ -55,12 +55,14 @@ public enum NodeHelper {
         }
         let held = keeper.held()
         logger.info(
-            .started, "serving \(describe(allowed)); \(held.nodes.count) nodes held, "
+            .started,
+            "serving \(describe(allowed)); \(held.nodes.count) nodes held, "
                 + "\(held.ports.count) ports marked (\(settings.stateDirectory))")
         _ = try? ServiceManager.notify("READY=1\nSTATUS=Serving \(describe(allowed))")  // try?: no manager, or gone
         do throws(Errno) {
             try NodeHelperServer(
-                listener: listener, keeper: keeper, allowedUID: allowed.uid, allowedUser: describe(allowed), logger: logger
+                listener: listener, keeper: keeper, allowedUID: allowed.uid, allowedUser: describe(allowed),
+                logger: logger
             ).run()
         } catch {
             logger.critical(.transportFailure, "poll: \(error)")
@@ -122,7 +124,9 @@ public enum NodeHelper {
         var failed = false
         for result in keeper.releaseAll() {
             if let outcome = result.outcome {
-                print(to: .standardOutput, "\(result.path): \(outcome.result.rawValue)" + (outcome.restored.map { " to \($0)" } ?? ""))
+                print(
+                    to: .standardOutput,
+                    "\(result.path): \(outcome.result.rawValue)" + (outcome.restored.map { " to \($0)" } ?? ""))
             } else {
                 failed = true
                 print(to: .standardError, "accmon-nodes: \(result.error.map { "\($0)" } ?? result.path)")
@@ -131,7 +135,10 @@ public enum NodeHelper {
         for port in keeper.held().ports {
             do throws(NodeError) {
                 let triggered = try keeper.unmarkPort(port)
-                print(to: .standardOutput, "port \(port): unmarked" + (triggered.isEmpty ? "" : "; udev change for \(triggered.joined(separator: " "))"))
+                print(
+                    to: .standardOutput,
+                    "port \(port): unmarked"
+                        + (triggered.isEmpty ? "" : "; udev change for \(triggered.joined(separator: " "))"))
             } catch {
                 failed = true
                 print(to: .standardError, "accmon-nodes: \(error)")

@@ -131,7 +131,8 @@ public final class NodeHelperServer {
         let client = clients.remove(at: index)
         client.descriptor.close()
         logger.debug(
-            .clientDisconnected, "client uid \(client.peer.uid) (pid \(client.peer.pid)) disconnected"
+            .clientDisconnected,
+            "client uid \(client.peer.uid) (pid \(client.peer.pid)) disconnected"
                 + (reason.map { ": \($0)" } ?? ""))
     }
 
@@ -147,7 +148,8 @@ public final class NodeHelperServer {
         let metadata = ["node.path": request.path ?? request.port ?? "", "client.pid": "\(peer.pid)"]
         if let error = reply.error {
             let level: LogLevel = error.code == .refused || error.code == .notMarked ? .warning : .notice
-            logger.log(level, error.code == .refused || error.code == .notMarked ? .nodeRefusal : .nodeChange,
+            logger.log(
+                level, error.code == .refused || error.code == .notMarked ? .nodeRefusal : .nodeChange,
                 "\(error)", metadata)
         } else if request.op != .held && request.op != .openers {
             logger.info(.nodeChange, summary(of: request, reply), metadata)
@@ -159,13 +161,15 @@ public final class NodeHelperServer {
         switch request.op {
         case .hold:
             let outcome = reply.hold
-            return "hold: \(request.path ?? ""): \(outcome?.change.rawValue ?? "?") for \(request.holder.map { "\($0)" } ?? "?"): "
+            let holder = request.holder.map { "\($0)" } ?? "?"
+            return "hold: \(request.path ?? ""): \(outcome?.change.rawValue ?? "?") for \(holder): "
                 + "\(outcome?.applied.description ?? "?") (restores \(outcome?.original.description ?? "?"))"
         case .release:
             let outcome = reply.release
             return "release: \(request.path ?? ""): \(outcome?.result.rawValue ?? "?")"
                 + (outcome?.restored.map { " to \($0)" } ?? "")
-                + (outcome?.udevChange == ReleaseOutcome.UdevChange.none ? "" : ", udev change \(outcome?.udevChange.rawValue ?? "")")
+                + (outcome?.udevChange == ReleaseOutcome.UdevChange.none
+                    ? "" : ", udev change \(outcome?.udevChange.rawValue ?? "")")
         case .cut:
             return "cut: \(request.path ?? ""): \(reply.cut?.method.rawValue ?? "?")"
                 + (reply.cut?.usbDevice.map { " (\($0))" } ?? "") + (reply.cut?.reason.map { ": \($0)" } ?? "")
@@ -180,10 +184,12 @@ public final class NodeHelperServer {
         for (path, result) in keeper.reapplyChanged() {
             switch result {
             case .success(let outcome):
-                logger.info(.nodeChange, "\(path): rewritten while held: applied again, restores \(outcome.original)",
+                logger.info(
+                    .nodeChange, "\(path): rewritten while held: applied again, restores \(outcome.original)",
                     ["node.path": path])
             case .failure(let error):
-                logger.warning(.nodeChange, "\(path): rewritten while held, and not applied again: \(error)",
+                logger.warning(
+                    .nodeChange, "\(path): rewritten while held, and not applied again: \(error)",
                     ["node.path": path])
             }
         }

@@ -21,7 +21,8 @@ public struct Permission: OptionSet, Sendable, Hashable, Comparable, CustomStrin
         let characters = Array(text)
         guard characters.count == 3 else { return nil }
         var value: UInt16 = 0
-        for (character, (letter, bit)) in zip(characters, [("r", 0o4), ("w", 0o2), ("x", 0o1)] as [(Character, UInt16)])
+        for (character, (letter, bit)) in zip(
+            characters, [("r", 0o4), ("w", 0o2), ("x", 0o1)] as [(Character, UInt16)])
         {
             if character == letter {
                 value |= bit

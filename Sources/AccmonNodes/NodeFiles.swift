@@ -25,7 +25,8 @@ extension NodeKeeper {
         let relative = String(path.dropFirst(prefix.count))
         let components = relative.split(separator: "/", omittingEmptySubsequences: false)
         guard !relative.isEmpty, components.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." }) else {
-            throw NodeError(.refused, context, path, "not a plain path below \(policy.directory) (empty, '.' or '..' part)")
+            throw NodeError(
+                .refused, context, path, "not a plain path below \(policy.directory) (empty, '.' or '..' part)")
         }
         let descriptor: PathDescriptor
         do throws(Errno) {
@@ -33,9 +34,11 @@ extension NodeKeeper {
         } catch {
             switch error.rawValue {
             case ENOENT, ENOTDIR: throw NodeError(.missing, context, path, "no such node")
-            case ELOOP: throw NodeError(.refused, context, path, "a symbolic link on the way or as the node: not followed")
+            case ELOOP:
+                throw NodeError(.refused, context, path, "a symbolic link on the way or as the node: not followed")
             case EXDEV:
-                throw NodeError(.refused, context, path, "leaves \(policy.directory) or crosses a mount point: not touched")
+                throw NodeError(
+                    .refused, context, path, "leaves \(policy.directory) or crosses a mount point: not touched")
             default: throw NodeError(.failed, context, path, "openat2: \(error)")
             }
         }
@@ -79,7 +82,7 @@ extension NodeKeeper {
         let bytes: [UInt8]?
         do throws(Errno) {
             bytes = try node.descriptor.extendedAttribute(PosixACLAttribute.name)
-        } catch where error.rawValue == EOPNOTSUPP {
+        } catch  where error.rawValue == EOPNOTSUPP {
             bytes = nil  // a file system without POSIX ACLs: the mode bits are the whole state
         } catch {
             throw NodeError(.failed, context, path, "getxattr \(PosixACLAttribute.name): \(error)")
@@ -119,9 +122,9 @@ extension NodeKeeper {
             } else {
                 try descriptor.removeExtendedAttribute(PosixACLAttribute.name)
             }
-        } catch where target.acl == nil && error.rawValue == EOPNOTSUPP {
+        } catch  where target.acl == nil && error.rawValue == EOPNOTSUPP {
             // No POSIX ACLs on this file system: none to remove.
-        } catch where error.rawValue == EOPNOTSUPP {
+        } catch  where error.rawValue == EOPNOTSUPP {
             throw NodeError(.noACLs, context, path, "set the ACL \(target): the file system has no POSIX ACLs")
         } catch {
             throw fail(target.acl == nil ? "remove the ACL" : "set the ACL \(target)", error)

@@ -68,7 +68,9 @@ public final class NodeHelperLink: NodeControl {
         try value(\.held, call(.held), "held")
     }
 
-    private func value<Value>(_ part: KeyPath<NodeReply, Value?>, _ reply: NodeReply, _ object: String) throws(NodeError)
+    private func value<Value>(
+        _ part: KeyPath<NodeReply, Value?>, _ reply: NodeReply, _ object: String
+    ) throws(NodeError)
         -> Value
     {
         guard let value = reply[keyPath: part] else {
@@ -128,7 +130,8 @@ public final class NodeHelperLink: NodeControl {
         }
     }
 
-    private func readReply(to id: UInt64, on fd: FileDescriptor, within limit: Duration) throws(NodeError) -> NodeReply {
+    private func readReply(to id: UInt64, on fd: FileDescriptor, within limit: Duration) throws(NodeError) -> NodeReply
+    {
         let clock = ContinuousClock()
         let deadline = clock.now + limit
         while true {
@@ -156,7 +159,8 @@ public final class NodeHelperLink: NodeControl {
             let left = deadline - clock.now
             guard left > .zero || limit == .zero else { throw unavailable("no reply within \(limit)") }
             let (seconds, attoseconds) = left.components
-            let milliseconds = limit == .zero ? 0 : Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            let milliseconds =
+                limit == .zero ? 0 : Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
             var chunk = [UInt8](repeating: 0, count: 65_536)
             var count = 0
             do throws(Errno) {

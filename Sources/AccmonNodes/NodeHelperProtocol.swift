@@ -65,7 +65,8 @@ public struct NodeRequest: Sendable, Hashable, Codable {
         do {
             envelope = try JSONDecoder().decode(Envelope.self, from: data)
         } catch {
-            return .refused(.failure(id: nil, NodeError(.badRequest, "request", "line", "not a JSON object with v, id and op")))
+            return .refused(
+                .failure(id: nil, NodeError(.badRequest, "request", "line", "not a JSON object with v, id and op")))
         }
         func refuse(_ reason: String) -> Decoded {
             .refused(.failure(id: envelope.id, NodeError(.badRequest, "request", envelope.op ?? "?", reason)))

@@ -62,7 +62,7 @@ extension NodeKeeper {
         try checkPort(port, "mark-port")
         do throws(Errno) {
             try portsDirectory.createNew(port, mode: 0o644).close()
-        } catch where error.rawValue == EEXIST {
+        } catch  where error.rawValue == EEXIST {
             // Marked already.
         } catch {
             throw NodeError(.failed, "mark-port", port, "cannot create \(portsDirectory.pathOf(port)): \(error)")
@@ -74,7 +74,7 @@ extension NodeKeeper {
         try checkPort(port, "unmark-port")
         do throws(Errno) {
             try portsDirectory.remove(port)
-        } catch where error.rawValue == ENOENT {
+        } catch  where error.rawValue == ENOENT {
             // Not marked.
         } catch {
             throw NodeError(.failed, "unmark-port", port, "cannot remove \(portsDirectory.pathOf(port)): \(error)")

@@ -85,7 +85,8 @@ public final class NodeKeeper: NodeControl {
             warnings.append("\(error); moved aside to \(aside ?? "nowhere (the move failed)"); nothing held is known")
         }
         for path in records.keys.sorted() {
-            guard let node = try? open(path, "watch", checkingDevice: false) else { continue }  // try?: gone: dropped later
+            // try?: a node gone since is dropped at the next hold or held
+            guard let node = try? open(path, "watch", checkingDevice: false) else { continue }
             watch(node, path)
             node.close()
         }
@@ -173,7 +174,7 @@ public final class NodeKeeper: NodeControl {
             do throws(NodeError) {
                 do throws(NodeError) {
                     try apply(record.applied, to: &node, "hold", path)
-                } catch where error.code == .noACLs && !isDevicePolicy {
+                } catch  where error.code == .noACLs && !isDevicePolicy {
                     record.applied = record.original.enforcedWithoutACL(holder: holder)
                     records[path] = record
                     try persist("hold", path)
@@ -200,7 +201,7 @@ public final class NodeKeeper: NodeControl {
         var node: OpenedNode
         do throws(NodeError) {
             node = try open(path, "release", checkingDevice: false)
-        } catch where error.code == .missing || error.code == .refused {
+        } catch  where error.code == .missing || error.code == .refused {
             // Nothing, or something else (a link, another type of file), is at the path: the held node is gone.
             forget(path)
             try persist("release", path)

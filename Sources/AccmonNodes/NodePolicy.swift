@@ -35,8 +35,9 @@ public struct NodeDevice: Sendable, Hashable, Codable {
     /// The shipped rule made the node root-only because its port was marked (`ACCMON_CLAIMED_PORT`).
     public var onClaimedPort: Bool
 
-    public init(syspath: String, kind: String, usbDevice: String? = nil, port: String? = nil, onClaimedPort: Bool = false)
-    {
+    public init(
+        syspath: String, kind: String, usbDevice: String? = nil, port: String? = nil, onClaimedPort: Bool = false
+    ) {
         self.syspath = syspath
         self.kind = kind
         self.usbDevice = usbDevice

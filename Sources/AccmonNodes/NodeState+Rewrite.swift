@@ -29,7 +29,8 @@ extension NodeState {
         // Without an ACL before and after, the owning group's permissions are the group bits: a chmod changed them,
         // which the group bits' own rule takes.
         let owningGroup =
-            current.acl == nil && applied.acl == nil ? (value: owningGroupBits, rewritten: false) : pick(\.owningGroupBits)
+            current.acl == nil && applied.acl == nil
+            ? (value: owningGroupBits, rewritten: false) : pick(\.owningGroupBits)
         let groupClass = pick(\.groupClassBits)
         let users = named(\.users)
         let groups = named(\.groups)

@@ -130,6 +130,7 @@ public struct NodeHolder: Sendable, Hashable, Codable, CustomStringConvertible {
 
     /// `uid 1000 (groups 20, 1000), granting read and write`.
     public var description: String {
-        "uid \(uid) (groups \(gids.map(String.init).joined(separator: ", ")))" + (grant ? ", granting read and write" : "")
+        "uid \(uid) (groups \(gids.map(String.init).joined(separator: ", ")))"
+            + (grant ? ", granting read and write" : "")
     }
 }

@@ -69,9 +69,13 @@ extension FileStatus {
     }
 
     /// The major number of ``deviceNumber`` (glibc's `gnu_dev_major`).
-    public var deviceMajor: UInt32 { UInt32(truncatingIfNeeded: ((deviceNumber >> 8) & 0xFFF) | ((deviceNumber >> 32) & ~0xFFF)) }
+    public var deviceMajor: UInt32 {
+        UInt32(truncatingIfNeeded: ((deviceNumber >> 8) & 0xFFF) | ((deviceNumber >> 32) & ~0xFFF))
+    }
     /// The minor number of ``deviceNumber`` (glibc's `gnu_dev_minor`).
-    public var deviceMinor: UInt32 { UInt32(truncatingIfNeeded: (deviceNumber & 0xFF) | ((deviceNumber >> 12) & ~0xFF)) }
+    public var deviceMinor: UInt32 {
+        UInt32(truncatingIfNeeded: (deviceNumber & 0xFF) | ((deviceNumber >> 12) & ~0xFF))
+    }
 
     /// Whether both are the same file: the same inode of the same file system.
     public func isSameFile(as other: FileStatus) -> Bool { fileSystem == other.fileSystem && inode == other.inode }

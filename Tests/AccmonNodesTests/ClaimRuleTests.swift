@@ -28,15 +28,22 @@ import Testing
         try (lines.joined(separator: "\n") + "\n").write(toFile: input, atomically: true, encoding: .utf8)
         let result = try await run(
             URL(fileURLWithPath: "/bin/sh"),
-            ["-c", "exec umockdev-wrapper /usr/bin/python3 \"$1\" <\"$2\"", "sh",
-             Repository.file("Tests/umockdev/claim_rule.py").path, input], in: directory, timeout: .seconds(60))
-        guard result.termination == .exited(0) else { throw Binaries.LocateError(description: "claim_rule.py: \(result)") }
-        return try result.stdout.split(separator: "\n").map { try JSONDecoder().decode(Result.self, from: Data($0.utf8)) }
+            [
+                "-c", "exec umockdev-wrapper /usr/bin/python3 \"$1\" <\"$2\"", "sh",
+                Repository.file("Tests/umockdev/claim_rule.py").path, input,
+            ], in: directory, timeout: .seconds(60))
+        guard result.termination == .exited(0) else {
+            throw Binaries.LocateError(description: "claim_rule.py: \(result)")
+        }
+        return try result.stdout.split(separator: "\n").map {
+            try JSONDecoder().decode(Result.self, from: Data($0.utf8))
+        }
     }
 
     @Test func aNodeOnAMarkedPortIsRootsAloneAndOtherwiseUnchanged() async throws {
         let found = try await results([
-            Scenario(node: "tty", marked: nil), Scenario(node: "tty", marked: "1-3"), Scenario(node: "usb", marked: nil),
+            Scenario(node: "tty", marked: nil), Scenario(node: "tty", marked: "1-3"),
+            Scenario(node: "usb", marked: nil),
             Scenario(node: "usb", marked: "1-3"), Scenario(node: "tty", marked: "1-4"),
             Scenario(node: "tty", marked: "1-3", action: "change"),
         ])
@@ -44,7 +51,8 @@ import Testing
         // Unmarked: Debian's rules give serial ports root:dialout 0660, usbfs nodes root:root 0664; the admin's rule
         // tags the serial port for uaccess.
         let serial = found[0]
-        #expect(serial.owner == 0 && serial.group == 20 && serial.mode == "0660" && serial.current_tags.contains("uaccess"))
+        #expect(
+            serial.owner == 0 && serial.group == 20 && serial.mode == "0660" && serial.current_tags.contains("uaccess"))
         #expect(serial.properties["ACCMON_CLAIMED_PORT"] == nil && serial.properties["ID_SEAT"] == nil)
         #expect(found[2].owner == 0 && found[2].group == 0 && found[2].mode == "0664")
         #expect(found[4] == serial, "another port's mark changes nothing")

@@ -29,7 +29,9 @@ struct KernelAccessTests {
             let found = try await KernelProbe.opens(uid: subject.uid, gids: subject.gids, files: files, in: directory)
             for (index, state) in states.enumerated() {
                 let model = KernelProbe.Opens(state, uid: subject.uid, gids: subject.gids)
-                #expect(found[index] == model, "seed \(seed): \(state) opened by \(subject): kernel \(found[index]), model \(model)")
+                #expect(
+                    found[index] == model,
+                    "seed \(seed): \(state) opened by \(subject): kernel \(found[index]), model \(model)")
             }
         }
     }
@@ -75,7 +77,9 @@ struct KernelAccessTests {
                     expected = KernelProbe.Opens(
                         read: kept.contains(.read), write: kept.contains(.write), both: kept == .readWrite)
                 }
-                #expect(found[index] == expected, "seed \(seed): \(node.before) held by \(node.holder), opened by \(subject)")
+                #expect(
+                    found[index] == expected,
+                    "seed \(seed): \(node.before) held by \(node.holder), opened by \(subject)")
             }
         }
         for node in held {

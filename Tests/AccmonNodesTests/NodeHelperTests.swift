@@ -35,8 +35,11 @@ final class HelperFixture {
         let devices = String(decoding: try JSONEncoder().encode(ports), as: UTF8.self)
         let helper = try ChildProcess(
             URL(fileURLWithPath: "/usr/bin/umockdev-wrapper"),
-            ["/usr/bin/python3", Repository.file("Tests/umockdev/node_helper.py").path, socket, devices, "--",
-             try Binaries.url("accmon-nodes").path, "--allow-user", allowedUser, "--state-directory", state, "--dev", dev],
+            [
+                "/usr/bin/python3", Repository.file("Tests/umockdev/node_helper.py").path, socket, devices, "--",
+                try Binaries.url("accmon-nodes").path, "--allow-user", allowedUser, "--state-directory", state, "--dev",
+                dev,
+            ],
             name: "helper-\(UUID().uuidString.prefix(8))", directory: directory)
         self.helper = helper
         guard await eventually(timeout: .seconds(20), { helper.stdout.contains("\"ready\": true") }) else {
@@ -66,15 +69,18 @@ final class HelperFixture {
     func request(as uid: UInt32, _ line: String) async throws -> CommandResult {
         try await run(
             URL(fileURLWithPath: "/usr/bin/setpriv"),
-            ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", try Binaries.url("accmon-nodes").path,
-             "--socket", socket, "--request", line], in: directory)
+            [
+                "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", try Binaries.url("accmon-nodes").path,
+                "--socket", socket, "--request", line,
+            ], in: directory)
     }
 
     deinit { helper?.kill() }
 }
 
 @Suite struct NodeHelperTests {
-    static let marked = HelperFixture.Port(name: "ttyUSB7", dev: "188:7", port: "1-3", properties: ["ACCMON_KIND": "serial"])
+    static let marked = HelperFixture.Port(
+        name: "ttyUSB7", dev: "188:7", port: "1-3", properties: ["ACCMON_KIND": "serial"])
     static let unmarked = HelperFixture.Port(name: "ttyUSB8", dev: "188:8", port: "1-4", properties: [:])
     static let claimed = HelperFixture.Port(
         name: "ttyUSB9", dev: "188:9", port: "1-5", properties: ["ACCMON_KIND": "serial", "ACCMON_CLAIMED_PORT": "1-5"])
@@ -97,7 +103,8 @@ final class HelperFixture {
         #expect(allowed.termination == .exited(0) && allowed.stdout.contains(#""change":"applied""#), "\(allowed)")
         #expect(try await observedState(path, in: fixture.directory).owner == 0)
         let unversioned = try await fixture.request(as: 4005, #"{"v":2,"id":8,"op":"held"}"#)
-        #expect(unversioned.stdout.contains(#""code":"bad-request""#) && unversioned.stdout.contains("version 2, not 1"))
+        #expect(
+            unversioned.stdout.contains(#""code":"bad-request""#) && unversioned.stdout.contains("version 2, not 1"))
         #expect(await fixture.stop() == .exited(0))
     }
 
@@ -113,9 +120,11 @@ final class HelperFixture {
         #expect {
             try link.hold(unmarked, holder: holder)
         } throws: { error in
-            (error as? NodeError)?.code == .notMarked && "\(error)".contains("is not marked for accmon (no ACCMON_KIND)")
+            (error as? NodeError)?.code == .notMarked
+                && "\(error)".contains("is not marked for accmon (no ACCMON_KIND)")
         }
-        #expect(try await observedState(unmarked, in: fixture.directory) == before, "an unmarked device's node was touched")
+        #expect(
+            try await observedState(unmarked, in: fixture.directory) == before, "an unmarked device's node was touched")
         let held: HoldOutcome
         do { held = try link.hold(marked, holder: holder) } catch {
             Issue.record("\(error): \(fixture.helper?.stderr ?? "")")
@@ -143,12 +152,15 @@ final class HelperFixture {
 
         // The package's prerm: every node restored, exactly.
         let restore = try await run(
-            try Binaries.url("accmon-nodes"), ["--restore-all", "--state-directory", fixture.state, "--dev", fixture.dev],
+            try Binaries.url("accmon-nodes"),
+            ["--restore-all", "--state-directory", fixture.state, "--dev", fixture.dev],
             in: fixture.directory)
-        #expect(restore.termination == .exited(0) && restore.stdout == "\(marked): restored to 0:20 0660\n", "\(restore)")
+        #expect(
+            restore.termination == .exited(0) && restore.stdout == "\(marked): restored to 0:20 0660\n", "\(restore)")
         #expect(try await observedState(marked, in: fixture.directory) == before)
         let again = try await run(
-            try Binaries.url("accmon-nodes"), ["--restore-all", "--state-directory", fixture.state, "--dev", fixture.dev],
+            try Binaries.url("accmon-nodes"),
+            ["--restore-all", "--state-directory", fixture.state, "--dev", fixture.dev],
             in: fixture.directory)
         #expect(again.termination == .exited(0) && again.stdout.isEmpty, "nothing left to restore: \(again)")
     }

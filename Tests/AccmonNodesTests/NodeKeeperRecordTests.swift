@@ -10,7 +10,8 @@ import Testing
 struct NodeKeeperRecordTests {
     @Test func aRestartedKeeperRestoresFromItsRecords() async throws {
         let fixture = try KeeperFixture()
-        let before = NodeState(owner: 4003, group: 20, mode: 0o640, acl: ExtendedACL(owningGroup: .read, groups: [4101: .readWrite]))
+        let before = NodeState(
+            owner: 4003, group: 20, mode: 0o640, acl: ExtendedACL(owningGroup: .read, groups: [4101: .readWrite]))
         let path = try fixture.node("ttyUSB0", before)
         let holder = NodeHolder(uid: 4001, gids: [4001])
         _ = try fixture.keeper.hold(path, holder: holder)
@@ -18,8 +19,12 @@ struct NodeKeeperRecordTests {
         let restarted = try NodeKeeper(policy: .beneath(fixture.nodes), stateDirectory: fixture.directory.file("state"))
         #expect(restarted.warnings.isEmpty)
         let held = restarted.held()
-        #expect(held.nodes.map(\.path) == [path] && held.nodes.first?.original == before && held.nodes.first?.holder == holder)
-        #expect(try restarted.hold(path, holder: holder).change == .unchanged, "applied again after a restart: nothing to do")
+        #expect(
+            held.nodes.map(\.path) == [path] && held.nodes.first?.original == before
+                && held.nodes.first?.holder == holder)
+        #expect(
+            try restarted.hold(path, holder: holder).change == .unchanged,
+            "applied again after a restart: nothing to do")
         let results = restarted.releaseAll()
         #expect(results.map(\.path) == [path] && results.first?.outcome?.result == .restored)
         #expect(try await fixture.observed(path) == before)
@@ -54,7 +59,8 @@ struct NodeKeeperRecordTests {
         let directory = try traversableDirectory()
         let nodes = directory.file("nodes")
         #expect(mkdir(nodes, 0o755) == 0)
-        let keeper = try NodeKeeper(policy: .beneath(nodes), stateDirectory: directory.file("state"), watchingChanges: true)
+        let keeper = try NodeKeeper(
+            policy: .beneath(nodes), stateDirectory: directory.file("state"), watchingChanges: true)
         let watch = try #require(keeper.changeDescriptor)
         let path = "\(nodes)/ttyUSB0"
         #expect(FileManager.default.createFile(atPath: path, contents: nil))
@@ -65,11 +71,13 @@ struct NodeKeeperRecordTests {
         #expect(keeper.reapplyChanged().isEmpty, "its own changes are no rewrite")
         #expect(try waitForReadable([watch], timeoutMilliseconds: 0).ready == [false])
 
-        #expect(try await command(["/usr/bin/setfacl", "-m", "u:4003:rw", path], in: directory).termination == .exited(0))
+        #expect(
+            try await command(["/usr/bin/setfacl", "-m", "u:4003:rw", path], in: directory).termination == .exited(0))
         #expect(try waitForReadable([watch], timeoutMilliseconds: 2000).ready == [true])
         let results = keeper.reapplyChanged()
         #expect(results.count == 1 && (try? results[0].result.get().change) == .rewriteAdopted, "\(results)")
-        let seat = NodeState(owner: 0, group: 20, mode: 0o660, acl: ExtendedACL(owningGroup: .readWrite, users: [4003: .readWrite]))
+        let seat = NodeState(
+            owner: 0, group: 20, mode: 0o660, acl: ExtendedACL(owningGroup: .readWrite, users: [4003: .readWrite]))
         #expect(try await observedState(path, in: directory) == seat.enforced(holder: holder))
         _ = try keeper.release(path)
         #expect(try await observedState(path, in: directory) == seat)
@@ -82,7 +90,9 @@ struct NodeKeeperRecordTests {
         _ = try fixture.keeper.hold(path, holder: NodeHolder(uid: 4001, gids: [20]))
         let next = NodeHolder(uid: 4002, gids: [20])
         let outcome = try fixture.keeper.hold(path, holder: next)
-        #expect(outcome.change == .reapplied && outcome.original == before && outcome.applied == before.enforced(holder: next))
+        #expect(
+            outcome.change == .reapplied && outcome.original == before
+                && outcome.applied == before.enforced(holder: next))
     }
 
     @Test func aStateDirectoryOthersMayWriteInIsRefused() throws {
@@ -100,9 +110,13 @@ struct NodeKeeperRecordTests {
         let directory = try traversableDirectory()
         let state = directory.file("state")
         #expect(mkdir(state, 0o755) == 0)
-        #expect(FileManager.default.createFile(atPath: "\(state)/nodes.json", contents: Data("{\"version\":1,\"nodes\":[{}]}".utf8)))
+        #expect(
+            FileManager.default.createFile(
+                atPath: "\(state)/nodes.json", contents: Data("{\"version\":1,\"nodes\":[{}]}".utf8)))
         let keeper = try NodeKeeper(policy: .beneath(directory.path), stateDirectory: state)
-        #expect(keeper.warnings.count == 1 && keeper.warnings[0].hasPrefix("records: \(state)/nodes.json: not a record file"))
+        #expect(
+            keeper.warnings.count == 1
+                && keeper.warnings[0].hasPrefix("records: \(state)/nodes.json: not a record file"))
         #expect(keeper.warnings[0].contains("moved aside to nodes.json.corrupt-"))
         #expect(keeper.held().nodes.isEmpty)
     }
@@ -136,12 +150,15 @@ struct DevicePolicyTests {
                     }
                     return device
                 }, stateDirectory: directory.file("state"),
-                attributeWriter: { path, value throws(Errno) in writes.recorded.withLock { $0.append("\(path)=\(value)") } })
+                attributeWriter: { path, value throws(Errno) in
+                    writes.recorded.withLock { $0.append("\(path)=\(value)") }
+                })
         }
 
         func node(_ name: String, _ number: UInt64) throws -> String {
             let path = "\(dev)/\(name)"
-            guard mknod(path, S_IFCHR | 0o660, dev_t(number)) == 0, chown(path, 0, 20) == 0, chmod(path, 0o660) == 0 else {
+            guard mknod(path, S_IFCHR | 0o660, dev_t(number)) == 0, chown(path, 0, 20) == 0, chmod(path, 0o660) == 0
+            else {
                 throw Errno.current
             }
             return path
@@ -151,7 +168,8 @@ struct DevicePolicyTests {
     static let serial = NodeDevice(
         syspath: "/sys/devices/pci0000:00/usb1/1-2/1-2:1.0/ttyUSB0/tty/ttyUSB0", kind: "serial",
         usbDevice: "/sys/devices/pci0000:00/usb1/1-2", port: "1-2")
-    static let keyboard = NodeDevice(syspath: "/sys/devices/virtual/misc/uhid/0005:05AC:0265.0001/input/input9/event9", kind: "bluetooth-hid")
+    static let keyboard = NodeDevice(
+        syspath: "/sys/devices/virtual/misc/uhid/0005:05AC:0265.0001/input/input9/event9", kind: "bluetooth-hid")
     // Device numbers of /dev/null and /dev/zero: nodes anyone may make safely.
     static let null: UInt64 = 1 << 8 | 3
     static let zero: UInt64 = 1 << 8 | 5
@@ -166,7 +184,8 @@ struct DevicePolicyTests {
         #expect {
             try fixture.keeper.hold(unmarked, holder: holder)
         } throws: { error in
-            (error as? NodeError)?.code == .notMarked && "\(error)".hasPrefix("hold: \(unmarked): device 1:5: not marked")
+            (error as? NodeError)?.code == .notMarked
+                && "\(error)".hasPrefix("hold: \(unmarked): device 1:5: not marked")
         }
         #expect {
             try fixture.keeper.hold(file, holder: holder)
@@ -178,7 +197,8 @@ struct DevicePolicyTests {
         #expect(outcome.change == .applied && fixture.keeper.held().nodes.first?.port == "1-2")
         let cut = try fixture.keeper.cut(marked)
         #expect(cut.method == .reauthorized && cut.usbDevice == Self.serial.usbDevice)
-        #expect(fixture.writes.all == ["\(Self.serial.usbDevice!)/authorized=0", "\(Self.serial.usbDevice!)/authorized=1"])
+        #expect(
+            fixture.writes.all == ["\(Self.serial.usbDevice!)/authorized=0", "\(Self.serial.usbDevice!)/authorized=1"])
     }
 
     @Test func aBluetoothInputNodeIsNotCut() throws {

@@ -33,8 +33,10 @@ struct KeeperFixture {
         let groups = gids.dropFirst().map(String.init).joined(separator: ",")
         return try await run(
             URL(fileURLWithPath: "/usr/bin/setpriv"),
-            ["--reuid=\(uid)", "--regid=\(gids[0])", groups.isEmpty ? "--clear-groups" : "--groups=\(groups)", "--",
-             "/bin/sh", "-c", script, "sh"] + arguments, in: directory)
+            [
+                "--reuid=\(uid)", "--regid=\(gids[0])", groups.isEmpty ? "--clear-groups" : "--groups=\(groups)", "--",
+                "/bin/sh", "-c", script, "sh",
+            ] + arguments, in: directory)
     }
 }
 
@@ -58,7 +60,9 @@ struct NodeKeeperTests {
         #expect(fixture.keeper.held().nodes.map(\.path) == [path])
 
         let released = try fixture.keeper.release(path)
-        #expect(released.result == .restored && released.restored == before && released.udevChange == ReleaseOutcome.UdevChange.none)
+        #expect(
+            released.result == .restored && released.restored == before
+                && released.udevChange == ReleaseOutcome.UdevChange.none)
         #expect(try await fixture.observed(path) == before, "owner, group, mode and no ACL")
         #expect(try await fixture.sh(as: 4002, [4002, dialout], open, [path]).stdout == "opened\n", "after release")
         #expect(fixture.keeper.held().nodes.isEmpty)
@@ -89,7 +93,9 @@ struct NodeKeeperTests {
         // What udev's change event does (OWNER=, GROUP=, MODE=), and what logind's uaccess does (a named user).
         #expect(try await command(["/bin/chown", "0:4101", udev], in: fixture.directory).termination == .exited(0))
         #expect(try await command(["/bin/chmod", "0640", udev], in: fixture.directory).termination == .exited(0))
-        #expect(try await command(["/usr/bin/setfacl", "-m", "u:4003:rw", logind], in: fixture.directory).termination == .exited(0))
+        #expect(
+            try await command(["/usr/bin/setfacl", "-m", "u:4003:rw", logind], in: fixture.directory).termination
+                == .exited(0))
 
         // Applied again on the device's event: the rewrite becomes what release restores.
         let again = try fixture.keeper.hold(udev, holder: holder)
@@ -102,7 +108,8 @@ struct NodeKeeperTests {
         // Found at release itself.
         let releasedLogind = try fixture.keeper.release(logind)
         #expect(releasedLogind.rewriteAdopted)
-        let seat = NodeState(owner: 0, group: dialout, mode: 0o660, acl: ExtendedACL(owningGroup: .readWrite, users: [4003: .readWrite]))
+        let seat = NodeState(
+            owner: 0, group: dialout, mode: 0o660, acl: ExtendedACL(owningGroup: .readWrite, users: [4003: .readWrite]))
         #expect(try await fixture.observed(logind) == seat)
     }
 
@@ -124,7 +131,8 @@ struct NodeKeeperTests {
         let refusals: [(String, String)] = [
             ("\(fixture.nodes)/link", "a symbolic link"), ("\(fixture.nodes)/escape", "a symbolic link"),
             ("\(fixture.nodes)/dirlink/inner", "a symbolic link"), (outside, "not below"),
-            ("\(fixture.nodes)/../outside", "'..'"), ("\(fixture.nodes)/./target", "'.'"), ("\(fixture.nodes)/sub", "a directory"),
+            ("\(fixture.nodes)/../outside", "'..'"), ("\(fixture.nodes)/./target", "'.'"),
+            ("\(fixture.nodes)/sub", "a directory"),
             ("\(fixture.nodes)/fifo", "a FIFO"), ("\(fixture.nodes)/none", "no such node"), ("relative", "not below"),
         ]
         for (path, reason) in refusals {
@@ -145,11 +153,18 @@ struct NodeKeeperTests {
         let path = try fixture.node("ttyUSB1", NodeState(owner: 0, group: dialout, mode: 0o664))
         let child = try ChildProcess(
             URL(fileURLWithPath: "/usr/bin/setpriv"),
-            ["--reuid=4002", "--regid=4002", "--clear-groups", "--", "/bin/sh", "-c", #"exec 3<"$1"; echo ready; exec sleep 60"#,
-             "sh", path], name: "opener", directory: fixture.directory)
+            [
+                "--reuid=4002", "--regid=4002", "--clear-groups", "--", "/bin/sh", "-c",
+                #"exec 3<"$1"; echo ready; exec sleep 60"#,
+                "sh", path,
+            ], name: "opener", directory: fixture.directory)
         defer { child.kill() }
         #expect(await eventually { child.stdout == "ready\n" }, "\(child.stderr)")
-        #expect(await eventually { (try? fixture.keeper.openers(of: path))?.contains(NodeOpener(pid: child.pid, uid: 4002, command: "sleep")) == true })
+        #expect(
+            await eventually {
+                (try? fixture.keeper.openers(of: path))?.contains(
+                    NodeOpener(pid: child.pid, uid: 4002, command: "sleep")) == true
+            })
         child.kill()
         #expect(try fixture.keeper.openers(of: path).contains { $0.pid == child.pid } == false)
     }

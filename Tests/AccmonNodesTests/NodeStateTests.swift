@@ -31,7 +31,10 @@ import Testing
         (#"{"owner":0,"group":0,"mode":"0660","acl":["user:1000:rw-"]}"#, "no group:: entry"),
         (#"{"owner":0,"group":0,"mode":"0660","acl":["group::rw-","group::r--"]}"#, "two group:: entries"),
         (#"{"owner":0,"group":0,"mode":"0660","acl":["group::rw-","user:x:rw-"]}"#, "'x' is not an id"),
-        (#"{"owner":0,"group":0,"mode":"0660","acl":["group::rw-","user:7:rw-","user:7:r--"]}"#, "two entries for user 7"),
+        (
+            #"{"owner":0,"group":0,"mode":"0660","acl":["group::rw-","user:7:rw-","user:7:r--"]}"#,
+            "two entries for user 7"
+        ),
         (#"{"owner":0,"group":0,"mode":"0660","acl":["group::rwz"]}"#, "not an entry"),
         (#"{"owner":0,"group":0,"mode":"0660","acl":["mask::rw-"]}"#, "not a group::, user:ID: or group:ID: entry"),
     ])
@@ -67,7 +70,8 @@ import Testing
         #expect(!split.allows(.readWrite, uid: 4003, gids: [20, 4101]))
 
         // An empty mask: the kernel does not look at the ACL, and a named user not in the group gets the other bits.
-        let emptyMask = NodeState(owner: 0, group: 20, mode: 0o606, acl: ExtendedACL(owningGroup: [], users: [4002: []]))
+        let emptyMask = NodeState(
+            owner: 0, group: 20, mode: 0o606, acl: ExtendedACL(owningGroup: [], users: [4002: []]))
         #expect(emptyMask.access(uid: 4002, gids: [5000]) == .readWrite)
         #expect(emptyMask.access(uid: 4003, gids: [20]) == [])
     }
@@ -99,10 +103,15 @@ import Testing
         #expect(held.access(uid: 4002, gids: [4002, 20]) == .readWrite)
         #expect(held.access(uid: 4003, gids: [4003, 20]) == [], "another member of the node's group")
         #expect(held.access(uid: 4001, gids: [4001]) == [], "the owner")
-        #expect(held == NodeState(owner: 0, group: 20, mode: 0o660, acl: ExtendedACL(owningGroup: [], users: [4002: .readWrite])))
+        #expect(
+            held
+                == NodeState(
+                    owner: 0, group: 20, mode: 0o660, acl: ExtendedACL(owningGroup: [], users: [4002: .readWrite])))
         let reader = NodeState(owner: 0, group: 20, mode: 0o640)
         #expect(reader.enforced(holder: NodeHolder(uid: 4002, gids: [20])).access(uid: 4002, gids: [20]) == .read)
-        #expect(reader.enforced(holder: NodeHolder(uid: 4002, gids: [20], grant: true)).access(uid: 4002, gids: [20]) == .readWrite)
+        #expect(
+            reader.enforced(holder: NodeHolder(uid: 4002, gids: [20], grant: true)).access(uid: 4002, gids: [20])
+                == .readWrite)
         #expect(reader.enforced(holder: NodeHolder(uid: 4002, gids: [5000])).access(uid: 4002, gids: [5000]) == [])
     }
 }

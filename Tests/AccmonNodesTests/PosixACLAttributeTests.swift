@@ -48,8 +48,10 @@ import Testing
         ([2, 0, 0, 0] + entry(0x01, 9), "permissions 9, more than rwx"),
         ([2, 0, 0, 0] + entry(0x04, 6) + entry(0x01, 6) + entry(0x20, 0), "out of order"),
         ([2, 0, 0, 0] + entry(0x01, 6) + entry(0x01, 6) + entry(0x04, 0) + entry(0x20, 0), "repeated"),
-        ([2, 0, 0, 0] + entry(0x01, 6) + entry(0x02, 6, 7) + entry(0x02, 6, 7) + entry(0x04, 0) + entry(0x10, 6)
-            + entry(0x20, 0), "repeated"),
+        (
+            [2, 0, 0, 0] + entry(0x01, 6) + entry(0x02, 6, 7) + entry(0x02, 6, 7) + entry(0x04, 0) + entry(0x10, 6)
+                + entry(0x20, 0), "repeated"
+        ),
         ([2, 0, 0, 0] + entry(0x01, 6) + entry(0x02, 6, 7) + entry(0x04, 0) + entry(0x20, 0), "without a mask"),
         ([2, 0, 0, 0] + entry(0x01, 6) + entry(0x20, 0), "no owner, owning group or other"),
     ])
@@ -85,7 +87,8 @@ import Testing
             try file.setExtendedAttribute(PosixACLAttribute.name, to: PosixACLAttribute.encode(mode: mode, acl))
             let getfacl = try await command(
                 ["/usr/bin/getfacl", "--omit-header", "--numeric", "--absolute-names", path], in: directory)
-            let entries = Set(getfacl.stdout.split(separator: "\n").map { $0.split(separator: "\t")[0] }.map(String.init))
+            let entries = Set(
+                getfacl.stdout.split(separator: "\n").map { $0.split(separator: "\t")[0] }.map(String.init))
             #expect(entries == Set(spec.split(separator: ",").map(String.init)), "seed \(seed), round \(round)")
         }
     }
@@ -93,7 +96,8 @@ import Testing
 
 private func entry(_ tag: UInt16, _ permission: UInt16, _ id: UInt32 = 0xFFFF_FFFF) -> [UInt8] {
     let word = UInt32(tag) | UInt32(permission) << 16
-    return (0..<4).map { UInt8(truncatingIfNeeded: word >> (8 * $0)) } + (0..<4).map { UInt8(truncatingIfNeeded: id >> (8 * $0)) }
+    return (0..<4).map { UInt8(truncatingIfNeeded: word >> (8 * $0)) }
+        + (0..<4).map { UInt8(truncatingIfNeeded: id >> (8 * $0)) }
 }
 
 /// The ACL as setfacl's `--set` text, in getfacl's order and words.

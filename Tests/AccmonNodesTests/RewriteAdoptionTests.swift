@@ -67,7 +67,9 @@ enum Rewriter {
             else { continue }
             checked += 1
             let adopted = original.adopting(rewrite: rewritten, of: applied)
-            #expect(adopted == expected, "seed \(seed), round \(round): \(original) held as \(applied), rewritten \(rewritten)")
+            #expect(
+                adopted == expected,
+                "seed \(seed), round \(round): \(original) held as \(applied), rewritten \(rewritten)")
         }
         #expect(checked == 2000)
     }
@@ -86,7 +88,9 @@ enum Rewriter {
             checked += 1
             let adopted = original.adopting(rewrite: rewritten, of: applied)
             let expected = Rewriter.logind(original, user: user)
-            #expect(adopted == expected, "seed \(seed), round \(round): \(original) held as \(applied), rewritten \(rewritten)")
+            #expect(
+                adopted == expected,
+                "seed \(seed), round \(round): \(original) held as \(applied), rewritten \(rewritten)")
         }
         #expect(checked == 2000)
     }

@@ -39,24 +39,30 @@ struct KernelProbe {
     }
 
     // `true` is a regular built-in: a redirection that fails makes it fail, and the shell goes on.
-    static let script = #"for f; do r=0 w=0 b=0; true 2>/dev/null <"$f" && r=1; true 2>/dev/null >>"$f" && w=1; "#
+    static let script =
+        #"for f; do r=0 w=0 b=0; true 2>/dev/null <"$f" && r=1; true 2>/dev/null >>"$f" && w=1; "#
         + #"true 2>/dev/null <>"$f" && b=1; echo "$r$w$b"; done"#
 
     /// What the user `uid` with `gids` (the first is its primary group) can open of `files`, in order.
-    static func opens(uid: UInt32, gids: [UInt32], files: [String], in directory: TemporaryDirectory) async throws
+    static func opens(
+        uid: UInt32, gids: [UInt32], files: [String], in directory: TemporaryDirectory
+    ) async throws
         -> [Opens]
     {
         let groups = gids.dropFirst().map(String.init).joined(separator: ",")
         let result = try await run(
             URL(fileURLWithPath: "/usr/bin/setpriv"),
-            ["--reuid=\(uid)", "--regid=\(gids[0])", groups.isEmpty ? "--clear-groups" : "--groups=\(groups)", "--",
-             "/bin/sh", "-c", script, "sh"] + files, in: directory, timeout: .seconds(60))
+            [
+                "--reuid=\(uid)", "--regid=\(gids[0])", groups.isEmpty ? "--clear-groups" : "--groups=\(groups)", "--",
+                "/bin/sh", "-c", script, "sh",
+            ] + files, in: directory, timeout: .seconds(60))
         guard result.termination == .exited(0) else {
             throw Binaries.LocateError(description: "setpriv probe as uid \(uid): \(result)")
         }
         let opens = result.stdout.split(separator: "\n").compactMap(Opens.init(line:))
         guard opens.count == files.count else {
-            throw Binaries.LocateError(description: "setpriv probe as uid \(uid): \(opens.count) of \(files.count): \(result)")
+            throw Binaries.LocateError(
+                description: "setpriv probe as uid \(uid): \(opens.count) of \(files.count): \(result)")
         }
         return opens
     }
@@ -89,7 +95,8 @@ func observedState(_ path: String, in directory: TemporaryDirectory) async throw
     var info = stat()
     guard lstat(path, &info) == 0 else { throw Errno.current }
     let getfacl = try await run(
-        URL(fileURLWithPath: "/usr/bin/getfacl"), ["--omit-header", "--numeric", "--absolute-names", "--skip-base", path],
+        URL(fileURLWithPath: "/usr/bin/getfacl"),
+        ["--omit-header", "--numeric", "--absolute-names", "--skip-base", path],
         in: directory)
     var state = NodeState(owner: info.st_uid, group: info.st_gid, mode: UInt16(info.st_mode & 0o7777))
     let entries = getfacl.stdout.split(separator: "\n").map { String($0.split(separator: "\t")[0]) }
