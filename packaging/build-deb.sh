@@ -73,7 +73,7 @@ install -D -m 0644 packaging/debian/copyright "$doc/copyright"
 install -m 0644 packaging/debian/changelog "$doc/changelog"
 gzip -9n "$doc/changelog"
 install -m 0644 README.md "$doc/README.md"
-for file in docs/PROTOCOL.md docs/MANIFEST.md docs/ACCESSORIES.md docs/MQTT.md; do
+for file in docs/PROTOCOL.md docs/MANIFEST.md docs/ACCESSORIES.md docs/MQTT.md docs/ARCHITECTURE.md; do
   [ -f "$file" ] && install -m 0644 "$file" "$doc/$(basename "$file")"
 done
 
