@@ -65,6 +65,11 @@ public final class NodeKeeper: NodeControl {
             root.close()
             throw error
         }
+        if !PathDescriptor.hasOpenat2(root) {
+            warnings.append(
+                "nodes: openat2 is not available (ENOSYS: a kernel before 5.6, or a seccomp filter without it): nodes "
+                    + "are resolved one component at a time, each opened O_PATH | O_NOFOLLOW and checked")
+        }
         self.stateDirectory = directories.state
         portsDirectory = directories.ports
         var inodeWatch: InodeWatch?

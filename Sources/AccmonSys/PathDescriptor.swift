@@ -18,18 +18,81 @@ public struct PathDescriptor: Sendable {
 
     /// Opens `relativePath` below `directory` without following any symbolic link (`openat2(2)` with
     /// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`, `O_PATH | O_NOFOLLOW`): a link as any
-    /// component, the last one included, and a `..` that would leave `directory`, fail. With `sameMount`, a
+    /// component, the last one included (`ELOOP`, where `O_NOFOLLOW` alone would open the link itself), and a `..`
+    /// that would leave `directory`, fail. With `sameMount`, a
     /// component that crosses a mount point fails too (`RESOLVE_NO_XDEV`).
     ///
     /// - Throws: `ELOOP` for a symbolic link, `EXDEV` for an escape or a mount crossing, `ENOENT`, `ENOSYS` on a
     ///   kernel without openat2 (before 5.6).
+    ///
+    /// Where openat2 is missing (`ENOSYS`: a kernel before 5.6, or a seccomp filter that does not know it, as
+    /// systemd 252's `@system-service`), the path is walked one component at a time instead, each opened `O_PATH |
+    /// O_NOFOLLOW` relative to the one before and checked with `fstat`: a symbolic link fails with `ELOOP`, a `.` or
+    /// `..` component with `EXDEV`, and with `sameMount` a component on another file system with `EXDEV` (a bind
+    /// mount of the same file system is not seen, unlike with `RESOLVE_NO_XDEV`).
     public static func open(
         _ relativePath: String, beneath directory: PathDescriptor, sameMount: Bool = false
     ) throws(Errno) -> PathDescriptor {
-        let fd = try valueOrErrno {
-            CAccmonShims_openPathBeneath(directory.descriptor.rawValue, relativePath, sameMount ? 1 : 0)
+        do throws(Errno) {
+            let fd = try valueOrErrno {
+                CAccmonShims_openPathBeneath(directory.descriptor.rawValue, relativePath, sameMount ? 1 : 0)
+            }
+            // O_PATH | O_NOFOLLOW opens a final symbolic link itself rather than failing: refuse it here.
+            let opened = FileDescriptor(rawValue: fd)
+            if (try? opened.status().kind) == .symbolicLink {  // try?: an fstat failure is found by the caller
+                opened.close()
+                throw Errno(rawValue: ELOOP)
+            }
+            return PathDescriptor(opened)
+        } catch where error.rawValue == ENOSYS {
+            return try walk(relativePath, beneath: directory, sameMount: sameMount)
         }
-        return PathDescriptor(FileDescriptor(rawValue: fd))
+    }
+
+    /// Whether openat2 works here: not a kernel before 5.6, nor a seccomp filter that refuses it (`ENOSYS`).
+    public static func hasOpenat2(_ directory: PathDescriptor) -> Bool {
+        let fd = CAccmonShims_openPathBeneath(directory.descriptor.rawValue, ".", 0)
+        if fd >= 0 { Glibc.close(fd) }
+        return fd >= 0 || errno != ENOSYS
+    }
+
+    /// ``open(_:beneath:sameMount:)`` without openat2, as it falls back to (public for its tests).
+    public static func walk(_ relativePath: String, beneath directory: PathDescriptor, sameMount: Bool) throws(Errno)
+        -> PathDescriptor
+    {
+        let components = relativePath.split(separator: "/", omittingEmptySubsequences: true)
+        guard !components.isEmpty, !relativePath.hasPrefix("/") else { throw Errno(rawValue: EXDEV) }
+        guard components.allSatisfy({ $0 != "." && $0 != ".." }) else { throw Errno(rawValue: EXDEV) }
+        let fileSystem = try directory.status().fileSystem
+        var current = directory.descriptor
+        var owned = false
+        defer { if owned { current.close() } }
+        for (index, component) in components.enumerated() {
+            let fd = try valueOrErrno {
+                openat(current.rawValue, String(component), CAccmonShims_pathFlag() | O_NOFOLLOW | O_CLOEXEC)
+            }
+            let next = FileDescriptor(rawValue: fd)
+            let status: FileStatus
+            do throws(Errno) {
+                status = try next.status()
+            } catch {
+                next.close()
+                throw error
+            }
+            let last = index == components.count - 1
+            let refusal: Int32? =
+                status.kind == .symbolicLink
+                ? ELOOP : sameMount && status.fileSystem != fileSystem ? EXDEV : !last && status.kind != .directory
+                    ? ENOTDIR : nil
+            if let refusal {
+                next.close()
+                throw Errno(rawValue: refusal)
+            }
+            if owned { current.close() }
+            current = next
+            owned = !last
+        }
+        return PathDescriptor(current)
     }
 
     /// The path through which calls that take only a path reach this inode: `/proc/self/fd/N`, a magic link the
