@@ -67,6 +67,8 @@ public final class NodeHelperServer {
             guard let accepted = try UnixSocket.accept(listener) else { return }
             descriptor = accepted
             try descriptor.setNonBlocking(false)
+            // A client that stops reading its replies is closed after 5 s rather than holding the helper.
+            UnixSocket.setSendTimeout(descriptor, seconds: 5)
         } catch {
             logger.warning(.transportFailure, "accept: \(error)")
             if error == .processOutOfDescriptors || error == .systemOutOfDescriptors { usleep(100_000) }

@@ -39,20 +39,21 @@ check "... and the journal says so (MESSAGE_ID of nodeChange)" \
 helper_pid=$(prop accmon-nodes.service MainPID)
 expect "the helper runs as root with CAP_CHOWN, CAP_FOWNER, CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE alone" \
   "$(stat -c %U "/proc/$helper_pid") $(sed -n 's/^CapEff:\t//p' "/proc/$helper_pid/status")" "root 000000000008000d"
-# DIAGNOSTIC (to remove): which filter refuses openat2
-info "openat2 warning: $(journalctl -b -u accmon-nodes --no-pager -q | grep -c 'openat2 is not available')"
-dropin accmon-nodes.service 90-diag <<<$'[Service]\nSystemCallFilter=openat2'
-systemctl restart accmon-nodes.service; request accmond '{"v":1,"id":99,"op":"held"}' >/dev/null
-info "openat2 warning after allowing it: $(journalctl -b -u accmon-nodes --no-pager -q | grep -c 'openat2 is not available')"
-remove_dropin accmon-nodes.service 90-diag
-systemctl restart accmon-nodes.service; request accmond '{"v":1,"id":98,"op":"held"}' >/dev/null
-info "openat2 warning after removing: $(journalctl -b -u accmon-nodes --no-pager -q | grep -c 'openat2 is not available')"
+# Where openat2 is refused (ENOSYS), the helper resolves nodes one component at a time and says so: systemd-nspawn
+# 252's filter refuses it to everything in this container (the helper's own SystemCallFilter= allows it).
+mkdir -p /run/accmon-test/openat2-probe
+if /usr/lib/accmon/accmon-nodes --restore-all --state-directory /run/accmon-test/openat2-probe 2>&1 | grep -q 'openat2 is not available'; then
+  info "openat2 is refused in this container (ENOSYS, outside the helper's unit too): the helper walks paths instead"
+else
+  info "openat2 works in this container"
+fi
 refused=$(opens accmon-member)
 check "while held, another member of dialout gets EACCES: '$refused'" grep -q 'Permission denied' <<<"$refused"
 expect "the holder opens it" "$(opens accmon-holder)" opened
 expect "the node is root's with an ACL" "$(stat -c '%U:%G %a' "$node") $(acl "$node")" "root:dialout 660 acl"
 
-as_user accmon-holder sh -c "exec 3<>$node; exec sleep 30" &
+# setpriv itself in the background (not a function), so that $! is the pid that becomes sleep.
+setpriv --reuid=accmon-holder --regid=accmon-holder --init-groups --reset-env -- sh -c "exec 3<>$node; exec sleep 30" &
 opener=$!
 openers() { request accmond "{\"v\":1,\"id\":2,\"op\":\"openers\",\"path\":\"$node\"}" | grep -q "\"pid\":$opener,\"uid\":$holder_uid"; }
 check "the helper names the process that has the node open (pid $opener, uid $holder_uid, sleep)" wait_for 5 openers
