@@ -70,6 +70,21 @@ printf 'E:ACCMON_KIND=serial\n' >/run/udev/data/c1:3
 check "a restart of accmon-nodes.service" systemctl restart accmon-nodes.service
 output=$(request accmond '{"v":1,"id":7,"op":"held"}')
 check "... keeps what it holds (/run/accmon-nodes): '$output'" grep -q "\"path\":\"$node\"" <<<"$output"
+# Which of the unit's settings refuses openat2: the helper says so at start when it must walk paths instead.
+walks() { journal_has "$1" 'openat2 is not available' -u accmon-nodes; }
+start=$(cursor)
+systemctl restart accmon-nodes.service && request accmond '{"v":1,"id":9,"op":"held"}' >/dev/null
+if walks "$start"; then
+  start=$(cursor)
+  dropin accmon-nodes.service 90-openat2 <<<$'[Service]\nRestrictSUIDSGID=no'
+  systemctl restart accmon-nodes.service && request accmond '{"v":1,"id":10,"op":"held"}' >/dev/null
+  if walks "$start"; then info "the helper walks paths: openat2 is refused by its unit, and not for RestrictSUIDSGID="
+  else info "the helper walks paths: its unit's RestrictSUIDSGID=yes refuses openat2 (with =no it has openat2)"; fi
+  remove_dropin accmon-nodes.service 90-openat2
+  systemctl restart accmon-nodes.service
+else
+  info "the helper has openat2 under its unit"
+fi
 output=$(request accmond "{\"v\":1,\"id\":8,\"op\":\"release\",\"path\":\"$node\"}")
 check "release: '$output'" grep -q '"result":"restored"' <<<"$output"
 expect "the node is exactly as before: root:dialout 0660, no ACL" "$(stat -c '%U:%G %a' "$node") $(acl "$node")" \
