@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 BUILD_DIR ?= .build
 APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev \
-  python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl python3-fusepy
+  python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl python3-fusepy acl
 DEBUG_BIN = $(BUILD_DIR)/debug
 # The package: built and tested under PACKAGE_DIR (release build, staging tree, cached minbase chroot).
 PACKAGE_DIR ?= build

@@ -3,11 +3,11 @@ import PackageDescription
 
 // The layout, with every dependency pointing down (docs/ARCHITECTURE.md; Tests/layering.sh checks it):
 //
-//   executables      accmond            accmon                accmon-mqtt
-//   daemon, bridge   AccmondKit                               AccmonBridge
+//   executables      accmond            accmon                accmon-mqtt       accmon-nodes
+//   daemon, bridge   AccmondKit                               AccmonBridge      AccmonNodeHelper
 //   client                              AccmonClient
 //   adapters         AccmonUdev  AccmonSystemd  AccmonLogging  AccmonCrypto  AccmonMQTT
-//   pure logic       AccmonDevices  AccmonManifest  AccmonProtocol  AccmonJSON  AccmonOptions
+//   pure logic       AccmonDevices  AccmonManifest  AccmonProtocol  AccmonJSON  AccmonOptions  (AccmonNodes: nodes)
 //   system calls     AccmonSys
 //   C                CUdev  CSystemd  CCrypto  CAccmonShims  CMosquitto
 let strictSettings: [SwiftSetting] = [
@@ -23,6 +23,7 @@ let package = Package(
         .executable(name: "accmond", targets: ["accmond"]),
         .executable(name: "accmon", targets: ["accmon"]),
         .executable(name: "accmon-mqtt", targets: ["accmon-mqtt"]),
+        .executable(name: "accmon-nodes", targets: ["accmon-nodes"]),
     ],
     targets: [
         // C libraries and the shims over C macros. Only the adapter modules and AccmonSys import them.
@@ -48,6 +49,11 @@ let package = Package(
         .target(name: "AccmonDevices", dependencies: ["AccmonProtocol"], swiftSettings: strictSettings),
         // One command-line option parser for every executable.
         .target(name: "AccmonOptions", swiftSettings: strictSettings),
+
+        // Device nodes held for claims: the nodes' states (owner, group, mode, POSIX ACL) and the kernel's access
+        // check, enforcement and restoration through O_PATH descriptors (NodeKeeper), the helper's protocol and the
+        // client accmond uses (NodeHelperLink). No libudev: the helper injects its device check.
+        .target(name: "AccmonNodes", dependencies: ["AccmonSys"], swiftSettings: strictSettings),
 
         // Adapters over C libraries.
         // OpenSSL's libcrypto, for the SHA-256 of USB descriptors (manifest pinning).
@@ -82,6 +88,12 @@ let package = Package(
             name: "AccmonBridge",
             dependencies: ["AccmonJSON", "AccmonLogging", "AccmonMQTT", "AccmonProtocol", "AccmonSys"],
             swiftSettings: strictSettings),
+        // The node helper's machinery: its loop (peer credentials, requests on a NodeKeeper, the change watch), the
+        // libudev device check, restore-all.
+        .target(
+            name: "AccmonNodeHelper",
+            dependencies: ["AccmonLogging", "AccmonNodes", "AccmonSys", "AccmonSystemd", "AccmonUdev"],
+            swiftSettings: strictSettings),
         // The library for client apps; re-exports AccmonProtocol.
         .target(name: "AccmonClient", dependencies: ["AccmonProtocol", "AccmonSys"], swiftSettings: strictSettings),
 
@@ -100,6 +112,12 @@ let package = Package(
             dependencies: [
                 "AccmonBridge", "AccmonLogging", "AccmonMQTT", "AccmonOptions", "AccmonProtocol", "AccmonSys",
                 "AccmonSystemd",
+            ],
+            swiftSettings: strictSettings),
+        .executableTarget(
+            name: "accmon-nodes",
+            dependencies: [
+                "AccmonLogging", "AccmonNodeHelper", "AccmonOptions", "AccmonProtocol", "AccmonSys", "AccmonSystemd",
             ],
             swiftSettings: strictSettings),
         // A minimal client app, built by the tests, showing the library's use with one import.
@@ -139,6 +157,9 @@ let package = Package(
             dependencies: [
                 "AccmonClient", "AccmonCrypto", "AccmonDevices", "AccmonProtocol", "AccmonTestSupport", "AccmonUdev",
             ],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "AccmonNodesTests", dependencies: ["AccmonNodes", "AccmonSys", "AccmonTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "AccmonMQTTTests", dependencies: ["AccmonMQTT", "AccmonProtocol", "AccmonTestSupport"],

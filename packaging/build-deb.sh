@@ -32,6 +32,7 @@ say "release build (static Swift stdlib) in $scratch"
 "$SWIFT" build "${flags[@]}" --product accmond
 "$SWIFT" build "${flags[@]}" --product accmon
 "$SWIFT" build "${flags[@]}" --product accmon-mqtt
+"$SWIFT" build "${flags[@]}" --product accmon-nodes
 bin=$("$SWIFT" build "${flags[@]}" --show-bin-path)
 
 stage=$BUILD_DIR/deb
@@ -42,11 +43,15 @@ say "staging $root"
 install -D -m 0755 "$bin/accmond" "$root/usr/sbin/accmond"
 install -D -m 0755 "$bin/accmon" "$root/usr/bin/accmon"
 install -D -m 0755 "$bin/accmon-mqtt" "$root/usr/sbin/accmon-mqtt"
+# The node helper runs as root for accmond alone: not on PATH.
+install -D -m 0755 "$bin/accmon-nodes" "$root/usr/lib/accmon/accmon-nodes"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/sbin/accmond" "$root/usr/bin/accmon" \
-  "$root/usr/sbin/accmon-mqtt"
+  "$root/usr/sbin/accmon-mqtt" "$root/usr/lib/accmon/accmon-nodes"
 install -D -m 0644 packaging/accmond.service "$root/usr/lib/systemd/system/accmond.service"
 install -D -m 0644 packaging/accmon-mqtt.service "$root/usr/lib/systemd/system/accmon-mqtt.service"
 install -D -m 0644 packaging/accmond.socket "$root/usr/lib/systemd/system/accmond.socket"
+install -D -m 0644 packaging/accmon-nodes.service "$root/usr/lib/systemd/system/accmon-nodes.service"
+install -D -m 0644 packaging/accmon-nodes.socket "$root/usr/lib/systemd/system/accmon-nodes.socket"
 install -D -m 0644 packaging/polkit/60-accmon.rules "$root/usr/share/polkit-1/rules.d/60-accmon.rules"
 for rules in udev-rules/*.rules; do
   install -D -m 0644 "$rules" "$root/usr/lib/udev/rules.d/$(basename "$rules")"
@@ -68,7 +73,8 @@ install -D -m 0644 packaging/debian/copyright "$doc/copyright"
 install -m 0644 packaging/debian/changelog "$doc/changelog"
 gzip -9n "$doc/changelog"
 install -m 0644 README.md "$doc/README.md"
-for file in docs/PROTOCOL.md docs/MANIFEST.md docs/ACCESSORIES.md docs/MQTT.md docs/CLAIMS.md docs/HISTORY.md docs/SESSIONS.md; do
+for file in docs/PROTOCOL.md docs/MANIFEST.md docs/ACCESSORIES.md docs/MQTT.md docs/CLAIMS.md docs/HISTORY.md \
+  docs/SESSIONS.md docs/ARCHITECTURE.md; do
   [ -f "$file" ] && install -m 0644 "$file" "$doc/$(basename "$file")"
 done
 
@@ -83,7 +89,7 @@ say "control"
 mkdir -p "$stage/shlibs/debian"
 printf 'Source: accmon\n\nPackage: accmon\nArchitecture: amd64\n' >"$stage/shlibs/debian/control"
 depends=$(cd "$stage/shlibs" && dpkg-shlibdeps -O -e"$root/usr/sbin/accmond" -e"$root/usr/bin/accmon" \
-  -e"$root/usr/sbin/accmon-mqtt" |
+  -e"$root/usr/sbin/accmon-mqtt" -e"$root/usr/lib/accmon/accmon-nodes" |
   sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || fail "dpkg-shlibdeps found no dependency"
 installed_size=$(du -s -k --apparent-size --exclude=DEBIAN "$root" | cut -f1)
@@ -101,9 +107,9 @@ say "dpkg-deb --build"
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
 printf '%s\n' "$deb"
 printf 'Depends: %s\n' "$depends"
-printf 'size: %s bytes; binaries: accmond %s bytes, accmon %s bytes, accmon-mqtt %s bytes\n' "$(stat -c %s "$deb")" \
-  "$(stat -c %s "$root/usr/sbin/accmond")" "$(stat -c %s "$root/usr/bin/accmon")" \
-  "$(stat -c %s "$root/usr/sbin/accmon-mqtt")"
+printf 'size: %s bytes; binaries: accmond %s bytes, accmon %s bytes, accmon-mqtt %s bytes, accmon-nodes %s bytes\n' \
+  "$(stat -c %s "$deb")" "$(stat -c %s "$root/usr/sbin/accmond")" "$(stat -c %s "$root/usr/bin/accmon")" \
+  "$(stat -c %s "$root/usr/sbin/accmon-mqtt")" "$(stat -c %s "$root/usr/lib/accmon/accmon-nodes")"
 
 say "python3-accmon"
 packaging/build-python-deb.sh "$BUILD_DIR"

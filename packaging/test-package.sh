@@ -80,7 +80,7 @@ check "python3-accmon: the pytest11 entry point of accmon.testing" \
   grep -qx 'accmon.testing = accmon.testing' "$python_site/accmon-$version.dist-info/entry_points.txt"
 
 # --- the binaries: static Swift runtime, stripped, hardened ----------------------------------------------------
-for binary in usr/sbin/accmond usr/bin/accmon usr/sbin/accmon-mqtt; do
+for binary in usr/sbin/accmond usr/bin/accmon usr/sbin/accmon-mqtt usr/lib/accmon/accmon-nodes; do
   check "$binary: no Swift runtime library among its dependencies" \
     bash -c "! readelf -d '$stage/$binary' | grep NEEDED | grep -i swift"
   check "$binary: no RUNPATH" bash -c "! readelf -d '$stage/$binary' | grep -E 'RUNPATH|RPATH'"
@@ -124,6 +124,24 @@ check "accmon-mqtt.service: the static user accmon-mqtt, group accmon, no restar
   grep -qzP 'RestartPreventExitStatus=64 65\n(.|\n)*User=accmon-mqtt\nGroup=accmon\n' "$bridge_unit"
 check "accmond.socket: /run/accmon/accmon.sock, group accmon, mode 0660" \
   grep -qzP 'ListenStream=/run/accmon/accmon.sock\n(.|\n)*SocketGroup=accmon\nSocketMode=0660\n' "${units[0]}"
+
+nodes_units=("$stage/usr/lib/systemd/system/accmon-nodes.socket" "$stage/usr/lib/systemd/system/accmon-nodes.service")
+check "systemd-analyze verify accmon-nodes.socket accmon-nodes.service" \
+  unshare -m sh -ec 'mkdir -p /usr/lib/accmon && mount -t overlay overlay -o "lowerdir=$0/usr/lib/accmon:/usr/lib/accmon" /usr/lib/accmon
+    MANPATH="$0/usr/share/man" exec systemd-analyze verify "$@"' "$stage" "${nodes_units[@]}"
+# The helper runs as root with four capabilities; its exposure is reported and held to the daemon's bound.
+exposure=$(systemd-analyze security --offline=yes "${nodes_units[1]}" 2>&1 | sed -n 's/.*Overall exposure level for accmon-nodes.service: \([0-9.]*\).*/\1/p')
+if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }'; then
+  pass "systemd-analyze security --offline=yes accmon-nodes.service: exposure $exposure (at most 2.0)"
+else
+  fail "systemd-analyze security --offline=yes accmon-nodes.service: exposure '${exposure:-?}' (at most 2.0)"
+  systemd-analyze security --offline=yes "${nodes_units[1]}" 2>&1 | grep -v '✓' | sed 's/^/    /'
+fi
+check "accmon-nodes.service: exactly CAP_CHOWN CAP_FOWNER CAP_DAC_READ_SEARCH CAP_SYS_PTRACE, no CAP_SYS_ADMIN" \
+  grep -qx 'CapabilityBoundingSet=CAP_CHOWN CAP_FOWNER CAP_DAC_READ_SEARCH CAP_SYS_PTRACE' "${nodes_units[1]}"
+check "accmon-nodes.socket: /run/accmon-nodes.sock, accmond's alone (mode 0600)" \
+  grep -qzP 'ListenStream=/run/accmon-nodes.sock\n(.|\n)*SocketUser=accmond\n(.|\n)*SocketMode=0600\n' "${nodes_units[0]}"
+check "the udev rule 72-accmon-claims.rules is shipped" test -f "$stage/usr/lib/udev/rules.d/72-accmon-claims.rules"
 
 # --- man pages and completion --------------------------------------------------------------------------------------
 for page in man8/accmond.8 man1/accmon.1 man5/accmon-manifest.5 man8/accmon-mqtt.8; do
@@ -214,11 +232,14 @@ check "accmon-mqtt --check accepts the shipped mqtt.json, as the user accmon-mqt
   "chroot --userspec=accmon-mqtt:accmon '$root' /usr/sbin/accmon-mqtt --check | grep -q '^ok: /etc/accmon/mqtt.json: broker mqtt://localhost:1883'"
 check "accmon-mqtt --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/sbin/accmon-mqtt --version)\" = 'accmon-mqtt $version' ]"
 check "the manifest allows nothing" grep -qE '^ *"default": "reject",' "$root/etc/accmon/manifest.json"
-check "every library accmond, accmon and accmon-mqtt need is in the chroot, none of Swift's" bash -c "
-  out=\$(chroot '$root' ldd /usr/sbin/accmond /usr/bin/accmon /usr/sbin/accmon-mqtt); echo \"\$out\"
+check "every library accmond, accmon, accmon-mqtt and accmon-nodes need is in the chroot, none of Swift's" bash -c "
+  out=\$(chroot '$root' ldd /usr/sbin/accmond /usr/bin/accmon /usr/sbin/accmon-mqtt /usr/lib/accmon/accmon-nodes); echo \"\$out\"
   ! grep -qE 'not found|swift' <<<\"\$out\""
 check "accmond --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/sbin/accmond --version)\" = 'accmond $version' ]"
 check "accmon --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/bin/accmon --version)\" = 'accmon $version' ]"
+check "accmon-nodes --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/lib/accmon/accmon-nodes --version)\" = 'accmon-nodes $version' ]"
+check "postinst enabled accmon-nodes.socket (deb-systemd-helper)" \
+  test -L "$root/etc/systemd/system/sockets.target.wants/accmon-nodes.socket"
 
 # --- accmond in the chroot under systemd-socket-activate, with NOTIFY_SOCKET --------------------------------------
 mkdir -p "$root/run/accmon"
@@ -280,9 +301,37 @@ rm -f "$root/run/notify"
 sed 's/^/     notify: /' "$notify_log" | grep -v WATCHDOG | head -8
 sed 's/^/     accmond: /' "$work/accmond.log" | head -8
 
+# --- the node helper in the chroot: a node held for a claim, restored by prerm at removal --------------------------
+# A node made with mknod as udev makes serial ports (root:dialout 0660), for the device number of /dev/null (which
+# /sys/dev/char knows), and the udev database record udevd would write for a device 70-accmon.rules marked.
+node=$root/dev/ttyACCMONTEST
+rm -f "$node" && mknod "$node" c 1 3 && chown 0:20 "$node" && chmod 0660 "$node"
+mkdir -p "$root/run/udev/data" && printf 'E:ACCMON_KIND=serial\n' >"$root/run/udev/data/c1:3"
+systemd-socket-activate -l "$root/run/accmon-nodes.sock" chroot "$root" /usr/lib/accmon/accmon-nodes --allow-user accmond \
+  >"$work/accmon-nodes.log" 2>&1 &
+activator=$!
+for _ in $(seq 200); do [ -S "$root/run/accmon-nodes.sock" ] && break; sleep 0.02; done
+chmod 0666 "$root/run/accmon-nodes.sock"  # (accmon-nodes.socket makes it accmond's; here the peer check is tested)
+hold='{"v":1,"id":1,"op":"hold","path":"/dev/ttyACCMONTEST","holder":{"uid":4001,"gids":[4001,20],"grant":false}}'
+check "accmon-nodes refuses a user other than accmond (nobody)" bash -c \
+  "out=\$(chroot --userspec=nobody:nogroup '$root' /usr/lib/accmon/accmon-nodes --request '$hold'); [ \$? = 1 ] && grep -q '\"not-permitted\"' <<<\"\$out\""
+check "accmon-nodes holds a marked node for accmond's request" bash -c \
+  "chroot --userspec=accmond:accmon '$root' /usr/lib/accmon/accmon-nodes --request '$hold' | grep -q '\"change\":\"applied\"'"
+check "the held node is root's, the group dialout has no access, the holder (in dialout) keeps read and write" bash -c \
+  "[ \"\$(stat -c '%u:%g' '$node') \$(getfacl --omit-header --numeric --absolute-names '$node' | grep -E '^(user:4001|group::)' | tr '\n' ' ')\" = '0:20 user:4001:rw- group::--- ' ]"
+kill -TERM "$activator"  # as the prerm's stop of accmon-nodes.service would
+wait "$activator" 2>/dev/null
+activator=
+sed 's/^/     accmon-nodes: /' "$work/accmon-nodes.log" | grep -v '^     accmon-nodes: \(Listening\|Communication\|Execing\)' | head -6
+rm -f "$root/run/accmon-nodes.sock"
+
 # --- purge ---------------------------------------------------------------------------------------------------------
 check "dpkg --purge python3-accmon (prerm removes the byte code: py3clean)" in_root dpkg --purge python3-accmon
 check "dpkg --purge accmon" in_root dpkg --purge accmon
+check "prerm restored the held node exactly (root:dialout 0660, no ACL)" bash -c \
+  "[ \"\$(stat -c '%u:%g %a' '$node')\" = '0:20 660' ] && [ -z \"\$(getfacl --skip-base --absolute-names '$node' 2>&1)\" ]"
+rm -f "$node" "$root/run/udev/data/c1:3"
+rmdir "$root/run/udev/data" "$root/run/udev" 2>/dev/null
 check "the package is gone from dpkg's database" bash -c "! chroot '$root' dpkg-query -W -f='\${Status}' accmon 2>/dev/null | grep -q ."
 rm -f "$root/tmp/$(basename "$deb")" "$root/tmp/$(basename "$python_deb")"
 # What apt-get -f install pulled in for accmon (libssl3, for the descriptor hash) is marked automatic: autoremove

@@ -26,12 +26,12 @@ LAYERS = {
     # system calls; pure logic
     "AccmonSys": 1, "AccmonJSON": 1, "AccmonProtocol": 1, "AccmonOptions": 1,
     # pure logic built on the protocol; adapters over C libraries
-    "AccmonManifest": 2, "AccmonDevices": 2, "AccmonCrypto": 1, "AccmonSystemd": 2, "AccmonMQTT": 2,
+    "AccmonManifest": 2, "AccmonDevices": 2, "AccmonNodes": 2, "AccmonCrypto": 1, "AccmonSystemd": 2, "AccmonMQTT": 2,
     "AccmonUdev": 3, "AccmonLogging": 3, "AccmonClient": 3,
     # the programs' machinery
-    "AccmondKit": 4, "AccmonBridge": 4,
+    "AccmondKit": 4, "AccmonBridge": 4, "AccmonNodeHelper": 4,
     # executables and tests
-    "accmond": 5, "accmon": 5, "accmon-mqtt": 5, "AccmonExampleWatcher": 5,
+    "accmond": 5, "accmon": 5, "accmon-mqtt": 5, "accmon-nodes": 5, "AccmonExampleWatcher": 5,
     "AccmonTestSupport": 2,
 }
 TEST_LAYER = 6
@@ -39,6 +39,7 @@ PURE = {"AccmonJSON", "AccmonProtocol", "AccmonOptions", "AccmonDevices"}
 IMPURE_IMPORTS = {"Glibc", "AccmonSys", "Foundation"} | {name for name, layer in LAYERS.items() if layer == 0}
 CLIENT_PRODUCT = "AccmonClient"
 CLIENT_EXCLUDED = {"AccmonManifest", "AccmonDevices", "AccmonUdev", "AccmonSystemd", "AccmonLogging", "AccmondKit",
+                   "AccmonNodes", "AccmonNodeHelper",
                    "AccmonJSON", "AccmonCrypto", "CUdev", "CSystemd", "CCrypto", "AccmonMQTT", "CMosquitto"}
 IMPORT = re.compile(r"^\s*(?:@_exported\s+|@testable\s+)?(?:(?:public|package|internal)\s+)?import\s+([A-Za-z_][A-Za-z0-9_]*)",
                     re.M)

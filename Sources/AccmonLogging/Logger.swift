@@ -241,6 +241,10 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
     public static let claimBroken = LogMessageID("502715a4fe8f44a2b49e91a33469d777")
     /// Enforcing a claim on device nodes, or restoring them, failed or was not possible.
     public static let claimEnforcement = LogMessageID("977a6730426f4b8cbad3d2d272c427fd")
+    /// accmon-nodes held, released or cut a device node, applied a claim again after a rewrite, or marked a port.
+    public static let nodeChange = LogMessageID("8b9bd0be8bb04e6eafcca9fe1a13b197")
+    /// accmon-nodes refused a client or a request.
+    public static let nodeRefusal = LogMessageID("8f6cb048d10a434ca14efe3950efaa6d")
 
     /// Every kind, for the docs and the tests.
     public static let all: [(name: String, id: LogMessageID)] = [
@@ -257,5 +261,6 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
         ("bridgeReconciliation", bridgeReconciliation), ("configuration", configuration), ("unitJob", unitJob),
         ("relaunch", relaunch), ("claimGranted", claimGranted), ("claimReleased", claimReleased),
         ("claimContention", claimContention), ("claimBroken", claimBroken), ("claimEnforcement", claimEnforcement),
+        ("nodeChange", nodeChange), ("nodeRefusal", nodeRefusal),
     ]
 }

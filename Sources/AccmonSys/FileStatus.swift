@@ -41,6 +41,13 @@ public struct FileStatus: Sendable, Hashable {
     public var owner: uid_t
     /// The size in bytes.
     public var size: Int
+    /// The owning group's gid.
+    public var group: gid_t = 0
+    /// The file system the file is on (`st_dev`) and its inode there (`st_ino`): together, which file it is.
+    public var fileSystem: UInt64 = 0
+    public var inode: UInt64 = 0
+    /// The device a character or block device node stands for (`st_rdev`); 0 for other files.
+    public var deviceNumber: UInt64 = 0
 
     /// Whether the group or others may write (`S_IWGRP`, `S_IWOTH`).
     public var isWritableByGroupOrOthers: Bool { permissions & (S_IWGRP | S_IWOTH) != 0 }
@@ -52,14 +59,34 @@ public struct FileStatus: Sendable, Hashable {
     }
 }
 
+extension FileStatus {
+    /// The status `stat(2)` filled in.
+    init(_ info: stat) {
+        self.init(
+            kind: Kind(mode: info.st_mode), permissions: info.st_mode & 0o7777, owner: info.st_uid,
+            size: Int(info.st_size), group: info.st_gid, fileSystem: UInt64(info.st_dev), inode: UInt64(info.st_ino),
+            deviceNumber: UInt64(info.st_rdev))
+    }
+
+    /// The major number of ``deviceNumber`` (glibc's `gnu_dev_major`).
+    public var deviceMajor: UInt32 {
+        UInt32(truncatingIfNeeded: ((deviceNumber >> 8) & 0xFFF) | ((deviceNumber >> 32) & ~0xFFF))
+    }
+    /// The minor number of ``deviceNumber`` (glibc's `gnu_dev_minor`).
+    public var deviceMinor: UInt32 {
+        UInt32(truncatingIfNeeded: (deviceNumber & 0xFF) | ((deviceNumber >> 12) & ~0xFF))
+    }
+
+    /// Whether both are the same file: the same inode of the same file system.
+    public func isSameFile(as other: FileStatus) -> Bool { fileSystem == other.fileSystem && inode == other.inode }
+}
+
 extension FileDescriptor {
     /// The open file's status (`fstat(2)`).
     public func status() throws(Errno) -> FileStatus {
         var info = stat()
         _ = try valueOrErrno { fstat(rawValue, &info) }
-        return FileStatus(
-            kind: FileStatus.Kind(mode: info.st_mode), permissions: info.st_mode & 0o7777, owner: info.st_uid,
-            size: Int(info.st_size))
+        return FileStatus(info)
     }
 
     /// Flushes the file's data and metadata to disk (`fsync(2)`).

@@ -113,6 +113,13 @@ public enum UnixSocket {
         }
     }
 
+    /// Makes a blocking send give up after `seconds` (`SO_SNDTIMEO`: it then fails with `EAGAIN`), so that a peer
+    /// that stops reading cannot hold the sender forever.
+    public static func setSendTimeout(_ fd: FileDescriptor, seconds: Int) {
+        var value = timeval(tv_sec: seconds, tv_usec: 0)
+        _ = setsockopt(fd.rawValue, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+    }
+
     /// Sets the kernel send buffer size (`SO_SNDBUF`).
     public static func setSendBufferSize(_ fd: FileDescriptor, _ bytes: Int32) {
         var value = bytes

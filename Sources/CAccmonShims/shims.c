@@ -3,6 +3,11 @@
 #include <linux/netlink.h>
 #include <pthread.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 void CAccmonShims_nameThread(const char *name) {
     char shortName[16];
@@ -60,4 +65,28 @@ ssize_t CAccmonShims_receiveNetlinkDatagram(int fd, void *buffer, size_t size, s
         }
     }
     return length;
+}
+
+int CAccmonShims_openPathBeneath(int directoryFD, const char *path, int sameMount) {
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | (sameMount ? RESOLVE_NO_XDEV : 0);
+    return (int)syscall(SYS_openat2, directoryFD, path, &how, sizeof how);
+}
+
+int CAccmonShims_openDirectoryPath(const char *path) {
+    return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+int CAccmonShims_changeOwner(int fd, uid_t uid, gid_t gid) {
+    return fchownat(fd, "", uid, gid, AT_EMPTY_PATH);
+}
+
+int CAccmonShims_hangUpTerminal(int fd) {
+    return ioctl(fd, TIOCVHANGUP);
+}
+
+int CAccmonShims_pathFlag(void) {
+    return O_PATH;
 }

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/xattr.h>
+#include <sys/inotify.h>
 
 /// accept4(2) with no address; flags as for accept4.
 int CAccmonShims_accept(int fd, int flags);
@@ -43,5 +45,24 @@ void CAccmonShims_nameThread(const char *name);
 /// (PR_SET_PDEATHSIG), with every signal's disposition and the signal mask at their defaults. Returns the child's
 /// pid, or -1 with errno set: the fork's error, or the child's exec error (reported through a close-on-exec pipe).
 pid_t CAccmonShims_spawnTiedChild(const char *path, char *const argv[], char *const envp[], int deathSignal);
+
+/// Opens `path` below the directory `directoryFD` as an `O_PATH | O_NOFOLLOW | O_CLOEXEC` descriptor through
+/// openat2(2) with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and RESOLVE_NO_MAGICLINKS (and RESOLVE_NO_XDEV when
+/// `sameMount`): no component may be a symbolic link, `..` may not leave the directory, and with `sameMount` no
+/// component may cross a mount point. Returns the descriptor, or -1 with errno set (ENOSYS: a kernel before 5.6).
+int CAccmonShims_openPathBeneath(int directoryFD, const char *path, int sameMount);
+
+/// Opens `path` as an `O_PATH | O_CLOEXEC` directory descriptor (`O_DIRECTORY`), following symbolic links.
+int CAccmonShims_openDirectoryPath(const char *path);
+
+/// fchownat(fd, "", uid, gid, AT_EMPTY_PATH): changes the owner of the file an `O_PATH` descriptor refers to.
+int CAccmonShims_changeOwner(int fd, uid_t uid, gid_t gid);
+
+/// ioctl(fd, TIOCVHANGUP): hangs up the terminal, as vhangup(2) does, for every descriptor open on it (needs
+/// CAP_SYS_ADMIN). Returns 0, or -1 with errno set.
+int CAccmonShims_hangUpTerminal(int fd);
+
+/// The `O_PATH` flag, which Swift's Glibc leaves out (it needs _GNU_SOURCE).
+int CAccmonShims_pathFlag(void);
 
 #endif

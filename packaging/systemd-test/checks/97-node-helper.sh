@@ -1,0 +1,93 @@
+# The node helper under the container's systemd: accmon-nodes.socket started by the package, the helper
+# socket-activated by accmond's user and serving it alone, a claim enforced on a node made with mknod as udev makes
+# serial ports (root:dialout 0660), the node restored exactly, a restart that keeps what is held, and the helper's
+# exposure. udevd does not run in the container: the udev database record of a device 70-accmon.rules marked is
+# planted as udevd writes it, for the device number of /dev/null (1:3), which /sys/dev/char knows.
+
+report=$(systemd-analyze security --no-pager accmon-nodes.service 2>&1)
+exposure=$(sed -n 's/.*Overall exposure level for accmon-nodes.service: \([0-9.]*\).*/\1/p' <<<"$report")
+if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }'; then
+  pass "systemd-analyze security accmon-nodes.service: exposure $exposure (at most 2.0)"
+else
+  fail "systemd-analyze security accmon-nodes.service: exposure '${exposure:-?}' (at most 2.0)"
+  grep -v '✓' <<<"$report" | indent 60
+fi
+expect "postinst enabled and started accmon-nodes.socket" \
+  "$(systemctl is-enabled accmon-nodes.socket) $(systemctl is-active accmon-nodes.socket)" "enabled active"
+expect "/run/accmon-nodes.sock is accmond's, mode 0600" "$(stat -c '%F %U %a' /run/accmon-nodes.sock)" "socket accmond 600"
+
+node=/dev/ttyACCMONTEST
+rm -f "$node" && mknod "$node" c 1 3 && chown root:dialout "$node" && chmod 0660 "$node"
+mkdir -p /run/udev/data && printf 'E:ACCMON_KIND=serial\n' >/run/udev/data/c1:3
+ensure_user accmon-holder dialout
+ensure_user accmon-member dialout
+holder_uid=$(id -u accmon-holder)
+# request USER JSON: accmon-nodes --request as USER; prints the reply.
+request() { setpriv --reuid="$1" --regid="$(id -g "$1")" --init-groups -- /usr/lib/accmon/accmon-nodes --request "$2"; }
+hold="{\"v\":1,\"id\":1,\"op\":\"hold\",\"path\":\"$node\",\"holder\":{\"uid\":$holder_uid,\"gids\":[$(id -G accmon-holder | tr ' ' ',')],\"grant\":false}}"
+opens() { as_user "$1" sh -c "exec 3<>$node && echo opened" 2>&1; }
+# acl NODE: "acl" when ls marks the node with an ACL ('+' after the mode), "none" otherwise (getfacl is not here).
+acl() { if [ "$(ls -l "$1" | cut -c11)" = + ]; then echo acl; else echo none; fi; }
+
+expect "before the claim, a member of dialout opens the node" "$(opens accmon-member)" opened
+start=$(cursor)
+output=$(request accmond "$hold")
+check "accmond's user holds the node for accmon-holder: '$output'" grep -q '"change":"applied"' <<<"$output"
+expect "... which started accmon-nodes.service (socket activation)" "$(systemctl is-active accmon-nodes.service)" active
+check "... and the journal says so (MESSAGE_ID of nodeChange)" \
+  journal_has "$start" "hold: $node: applied" -u accmon-nodes MESSAGE_ID=8b9bd0be8bb04e6eafcca9fe1a13b197
+helper_pid=$(prop accmon-nodes.service MainPID)
+expect "the helper runs as root with CAP_CHOWN, CAP_FOWNER, CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE alone" \
+  "$(stat -c %U "/proc/$helper_pid") $(sed -n 's/^CapEff:\t//p' "/proc/$helper_pid/status")" "root 000000000008000d"
+# Where openat2 is refused (ENOSYS), the helper resolves nodes one component at a time and says so: systemd-nspawn
+# 252's filter refuses it to everything in this container (the helper's own SystemCallFilter= allows it).
+mkdir -p /run/accmon-test/openat2-probe
+if /usr/lib/accmon/accmon-nodes --restore-all --state-directory /run/accmon-test/openat2-probe 2>&1 | grep -q 'openat2 is not available'; then
+  info "openat2 is refused in this container (ENOSYS, outside the helper's unit too): the helper walks paths instead"
+else
+  info "openat2 works in this container"
+fi
+refused=$(opens accmon-member)
+check "while held, another member of dialout gets EACCES: '$refused'" grep -q 'Permission denied' <<<"$refused"
+expect "the holder opens it" "$(opens accmon-holder)" opened
+expect "the node is root's with an ACL" "$(stat -c '%U:%G %a' "$node") $(acl "$node")" "root:dialout 660 acl"
+
+# setpriv itself in the background (not a function), so that $! is the pid that becomes sleep.
+setpriv --reuid=accmon-holder --regid=accmon-holder --init-groups --reset-env -- sh -c "exec 3<>$node; exec sleep 30" &
+opener=$!
+openers() { request accmond "{\"v\":1,\"id\":2,\"op\":\"openers\",\"path\":\"$node\"}" | grep -q "\"pid\":$opener,\"uid\":$holder_uid"; }
+check "the helper names the process that has the node open (pid $opener, uid $holder_uid, sleep)" wait_for 5 openers
+stop_background "$opener"
+
+output=$(request root '{"v":1,"id":3,"op":"held"}')
+check "root is refused by the helper (it serves accmond alone): '$output'" grep -q '"code":"not-permitted"' <<<"$output"
+refute "accmon-member cannot even connect to the helper's socket" request accmon-member '{"v":1,"id":4,"op":"held"}'
+rm -f /run/udev/data/c1:3
+output=$(request accmond "$hold")
+check "without the udev mark, the helper refuses the node: '$output'" grep -q '"code":"not-marked"' <<<"$output"
+printf 'E:ACCMON_KIND=serial\n' >/run/udev/data/c1:3
+
+check "a restart of accmon-nodes.service" systemctl restart accmon-nodes.service
+output=$(request accmond '{"v":1,"id":7,"op":"held"}')
+check "... keeps what it holds (/run/accmon-nodes): '$output'" grep -q "\"path\":\"$node\"" <<<"$output"
+# Which of the unit's settings refuses openat2: the helper says so at start when it must walk paths instead.
+walks() { journal_has "$1" 'openat2 is not available' -u accmon-nodes; }
+start=$(cursor)
+systemctl restart accmon-nodes.service && request accmond '{"v":1,"id":9,"op":"held"}' >/dev/null
+if walks "$start"; then
+  start=$(cursor)
+  dropin accmon-nodes.service 90-openat2 <<<$'[Service]\nRestrictSUIDSGID=no'
+  systemctl restart accmon-nodes.service && request accmond '{"v":1,"id":10,"op":"held"}' >/dev/null
+  if walks "$start"; then info "the helper walks paths: openat2 is refused by its unit, and not for RestrictSUIDSGID="
+  else info "the helper walks paths: its unit's RestrictSUIDSGID=yes refuses openat2 (with =no it has openat2)"; fi
+  remove_dropin accmon-nodes.service 90-openat2
+  systemctl restart accmon-nodes.service
+else
+  info "the helper has openat2 under its unit"
+fi
+output=$(request accmond "{\"v\":1,\"id\":8,\"op\":\"release\",\"path\":\"$node\"}")
+check "release: '$output'" grep -q '"result":"restored"' <<<"$output"
+expect "the node is exactly as before: root:dialout 0660, no ACL" "$(stat -c '%U:%G %a' "$node") $(acl "$node")" \
+  "root:dialout 660 none"
+expect "a member of dialout opens it again" "$(opens accmon-member)" opened
+rm -f "$node" /run/udev/data/c1:3
