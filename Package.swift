@@ -79,8 +79,8 @@ let package = Package(
         .target(
             name: "AccmondKit",
             dependencies: [
-                "AccmonDevices", "AccmonLogging", "AccmonManifest", "AccmonProtocol", "AccmonSys", "AccmonSystemd",
-                "AccmonUdev",
+                "AccmonDevices", "AccmonLogging", "AccmonManifest", "AccmonNodes", "AccmonProtocol", "AccmonSys",
+                "AccmonSystemd", "AccmonUdev",
             ],
             swiftSettings: strictSettings),
         // The MQTT bridge's machinery: configuration, accmond session, broker link, relay and reconciliation.

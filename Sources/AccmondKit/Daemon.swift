@@ -56,8 +56,6 @@ public struct DaemonConfiguration: Sendable {
     /// After a restart, how long claim holders and waiters have to come back with their tokens.
     public var claimReclaimSeconds: Double = 30
 
-    var nodeOperations: NodeGuard.Route { nodeRouting.route }
-
     /// Creates a configuration.
     public init(
         socketPath: String = WireFormat.defaultSocketPath, simulate: Bool = false, watchesUdev: Bool = true,

@@ -300,8 +300,9 @@ extension ClaimDesk {
     static func make(state: BrokerState, persistence: Persistence, wakeup: WakeupEvent) throws(Errno) -> ClaimDesk {
         let configuration = state.configuration
         let results = Mailbox<NodeGuard.BatchResult>(wakeup: wakeup)
-        let route = configuration.nodeOperations
-        let nodes = try NodeGuard(route: route, results: results)
+        var routing = configuration.nodeRouting
+        routing.recordDirectory = configuration.stateDirectory
+        let nodes = try NodeGuard(router: NodeRouter(routing), results: results)
         let names = try UserNames(
             directory: configuration.accounts, results: Mailbox<(uid: UInt32, name: String)>(wakeup: wakeup))
         return ClaimDesk(

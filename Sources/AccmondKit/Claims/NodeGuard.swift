@@ -24,7 +24,7 @@ enum NodeStep: Sendable, Hashable {
 /// The node operations a claim needs, done by whoever may: the privileged helper `accmon-nodes` for real devices,
 /// accmond itself for the files and ptys of simulated accessories below `--simulated-nodes`. Called on the node
 /// guard's thread only, one operation at a time, so an implementation needs no lock of its own.
-protocol NodeOperations: Sendable {
+protocol NodeOperations {
     /// Enforces a claim on the node at `path` (again, when it is held already: a udev event may have rewritten it).
     func hold(_ path: String, for holder: NodeHolder) -> NodeStep
     /// Restores the node exactly as it was before it was held (or as udev or logind last rewrote it).
@@ -67,8 +67,6 @@ final class NodeGuard: Sendable {
         case ports
     }
 
-    /// Which operations act on a target; a refusal says why none may.
-    typealias Route = @Sendable (Target) -> Result<any NodeOperations, NodeRefusal>
 
     /// Why no operations act on a target; `fails` when that refuses the claim (a real device without a reachable
     /// helper), not when the node is merely left alone (a simulated node outside `--simulated-nodes`).
@@ -87,15 +85,15 @@ final class NodeGuard: Sendable {
         var results: [NodeResult]
     }
 
-    private let route: Route
+    private let router: NodeRouter
     private let pending = Mutex<[Batch]>([])
     private let wakeup: WakeupEvent
     private let results: Mailbox<BatchResult>
     private let started = Mutex(false)
     private let nextNumber = Mutex<UInt64>(1)
 
-    init(route: @escaping Route, results: Mailbox<BatchResult>) throws(Errno) {
-        self.route = route
+    init(router: NodeRouter, results: Mailbox<BatchResult>) throws(Errno) {
+        self.router = router
         self.results = results
         wakeup = try WakeupEvent()
     }
@@ -173,7 +171,7 @@ final class NodeGuard: Sendable {
             target = .ports
         }
         let operations: any NodeOperations
-        switch route(target) {
+        switch router.route(target) {
         case .success(let found): operations = found
         case .failure(let refusal):
             return NodeResult(operation: operation, step: refusal.fails ? .failed(refusal.why) : .skipped(refusal.why))
