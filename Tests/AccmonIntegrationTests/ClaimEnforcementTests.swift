@@ -1,0 +1,157 @@
+import AccmonClient
+import AccmonTestSupport
+import Foundation
+import Glibc
+import Testing
+
+/// A claim enforced on the nodes of simulated accessories below `--simulated-nodes`, by a real accmond, against real
+/// other users (setpriv): another member of the node's group gets EACCES, the holder opens it, the node comes back
+/// exactly, with no ACL left.
+@Suite(.serialized) struct ClaimEnforcementTests {
+    /// Two members of the group dialout (gid 20), neither root: the holder (nobody) and another user (daemon).
+    static let holder = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--groups=20"]
+    static let other = ["/usr/bin/setpriv", "--reuid=1", "--regid=1", "--groups=20"]
+
+    struct Node {
+        let path: String
+
+        init(in directory: String, name: String) throws {
+            path = directory + "/" + name
+            guard FileManager.default.createFile(atPath: path, contents: Data("data".utf8)) else {
+                throw Binaries.LocateError(description: "cannot create \(path)")
+            }
+            chown(path, 0, 20)
+            chmod(path, 0o660)
+        }
+
+        /// Owner, group, mode, and the ACL's entries beyond the mode's three (`getfacl`).
+        var state: String {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return "gone" }
+            let getfacl = Process()
+            getfacl.executableURL = URL(fileURLWithPath: "/usr/bin/getfacl")
+            getfacl.arguments = ["--omit-header", "--absolute-names", path]
+            let pipe = Pipe()
+            getfacl.standardOutput = pipe
+            try? getfacl.run()  // try?: no getfacl shows as acl=-1
+            getfacl.waitUntilExit()
+            let lines = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                .split(separator: "\n").filter { !$0.isEmpty }
+            let extra = getfacl.terminationStatus == 0 ? lines.count - 3 : -1
+            return "\(info.st_uid):\(info.st_gid) \(String(info.st_mode & 0o7777, radix: 8)) acl=\(extra)"
+        }
+    }
+
+    /// A directory every user may write in (the tests' other users leave marks there).
+    static func sharedDirectory(in daemon: ClaimDaemon) throws -> String {
+        let path = daemon.directory.file("shared")
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)  // try?: exists
+        chmod(path, 0o1777)
+        return path
+    }
+
+    /// Whether `user` can open `path` for reading and writing now.
+    static func opens(_ path: String, as user: [String], in daemon: ClaimDaemon) async throws -> Bool {
+        let result = try await run(
+            URL(fileURLWithPath: user[0]), Array(user.dropFirst()) + ["/bin/sh", "-c", "(exec 3<>\(path)) 2>/dev/null"],
+            in: daemon.directory)
+        return result.termination == .exited(0)
+    }
+
+    @Test func whileHeldOnlyTheHolderAndRootOpenTheNodeAndAfterwardsItIsAsItWas() async throws {
+        let nodes = try TemporaryDirectory()
+        chmod(nodes.path, 0o755)
+        let daemon = try await ClaimDaemon(arguments: ["--simulated-nodes", nodes.path])
+        let node = try Node(in: nodes.path, name: "ttyUSB0")
+        let before = node.state
+        let board = try await daemon.plug("ENF1", node: node.path)
+        #expect(try await Self.opens(node.path, as: Self.other, in: daemon), "before the claim, both may open")
+        // The holder, a member of dialout, claims it and keeps it while its command runs.
+        let shared = try Self.sharedDirectory(in: daemon)
+        let flag = shared + "/done"
+        let opened = shared + "/opened"
+        let holder = try daemon.startAccmon(
+            [
+                "claim", "--connection", String(board.rawValue), "--", "/bin/sh", "-c",
+                "exec 3<>\(node.path) && touch \(opened); while [ ! -e \(flag) ]; do sleep 0.05; done",
+            ], as: Self.holder, name: "holder")
+        #expect(await eventually { FileManager.default.fileExists(atPath: opened) }, "\(holder.stderr)\n\(daemon.log)")
+        #expect(try await !Self.opens(node.path, as: Self.other, in: daemon), "another member of dialout: EACCES")
+        #expect(node.state != before)
+        let listed = try await daemon.accmon(["claims", "--json"])
+        #expect(listed.stdout.contains("\"uid\":65534"), "\(listed)")
+        FileManager.default.createFile(atPath: flag, contents: nil)
+        #expect(await holder.waitForExit() == .exited(0), "\(holder.stderr)")
+        #expect(await eventually { node.state == before }, "restored exactly: \(node.state) vs \(before)")
+        #expect(node.state.hasSuffix("acl=0"), "no ACL left")
+        #expect(try await Self.opens(node.path, as: Self.other, in: daemon))
+    }
+
+    @Test func aClaimTakesAccessAwayButGivesNoneUnlessTheEntryGrantsIt() async throws {
+        let nodes = try TemporaryDirectory()
+        chmod(nodes.path, 0o755)
+        for grant in [false, true] {
+            let daemon = try await ClaimDaemon(
+                manifest: ClaimDaemon.manifest(claim: grant ? #"{"grant": true}"# : nil),
+                arguments: ["--simulated-nodes", nodes.path])
+            let node = try Node(in: nodes.path, name: "ttyACM\(grant ? 1 : 0)")
+            chmod(node.path, 0o600)  // root's alone: the holder could not open it before
+            let board = try await daemon.plug("GRANT\(grant)", node: node.path)
+            let probe = try Self.sharedDirectory(in: daemon) + "/probe"
+            let run = try await daemon.accmon(
+                [
+                    "claim", "--connection", String(board.rawValue), "--", "/bin/sh", "-c",
+                    "if (exec 3<>\(node.path)) 2>/dev/null; then echo opened > \(probe); else echo refused > \(probe); fi",
+                ], as: Self.holder)
+            #expect(run.termination == .exited(0), "\(run)")
+            let outcome = try String(contentsOfFile: probe, encoding: .utf8)
+            #expect(outcome == (grant ? "opened\n" : "refused\n"), "grant \(grant)")
+            #expect(node.state == "0:20 600 acl=0", "restored: \(node.state)")
+        }
+    }
+
+    @Test func aNodeOutsideTheDirectoryOrALinkIsLeftAlone() async throws {
+        let nodes = try TemporaryDirectory()
+        chmod(nodes.path, 0o755)
+        let daemon = try await ClaimDaemon(arguments: ["--simulated-nodes", nodes.path])
+        let outside = try Node(in: daemon.directory.path, name: "ttyOutside")
+        let inside = try Node(in: nodes.path, name: "ttyInside")
+        let link = nodes.path + "/link"
+        symlink(inside.path, link)
+        var adapter = ClaimDaemon.adapter("LEFT1")
+        adapter.deviceNodes = [outside.path, link, inside.path]
+        let plugger = try await daemon.connect()
+        let board = try await plugger.simulateConnect(adapter)
+        plugger.close()
+        let connection = try await daemon.connect()
+        defer { connection.close() }
+        let claim = try await connection.claim(.connections([board]))
+        let reported = Dictionary(uniqueKeysWithValues: claim.info.nodes.map { ($0.path, $0) })
+        #expect(reported[outside.path]?.enforced == false && reported[link]?.enforced == false)
+        #expect(reported[inside.path]?.enforced == true)
+        #expect(reported[link]?.note?.contains("symbolic link") == true, "\(claim.info.nodes)")
+        #expect(outside.state == "0:20 660 acl=0", "untouched")
+        try await claim.release()
+    }
+
+    @Test func aProcessThatHadTheNodeOpenIsNamedAndABreakCutsIt() async throws {
+        let nodes = try TemporaryDirectory()
+        chmod(nodes.path, 0o755)
+        let daemon = try await ClaimDaemon(arguments: ["--simulated-nodes", nodes.path])
+        let node = try Node(in: nodes.path, name: "ttyOPEN")
+        let board = try await daemon.plug("OPEN1", node: node.path)
+        // Another user's process holds it open before the claim.
+        let duration = "200.\(getpid())\(Int.random(in: 100_000..<1_000_000))"
+        let keeper = try ChildProcess(
+            URL(fileURLWithPath: Self.other[0]),
+            Array(Self.other.dropFirst()) + ["/bin/sh", "-c", "exec 3<>\(node.path); exec sleep \(duration)"],
+            name: "keeper", directory: daemon.directory)
+        #expect(await eventually { !pids(running: ["sleep", duration]).isEmpty })
+        let connection = try await daemon.connect("admin-claim")
+        defer { connection.close() }
+        let claim = try await connection.claim(.connections([board]))
+        #expect(claim.info.openers.contains { $0.uid == 1 && $0.command == "sleep" }, "\(claim.info.openers)")
+        keeper.kill()
+        try await claim.release()
+    }
+}
