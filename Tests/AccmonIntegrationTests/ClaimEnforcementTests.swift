@@ -154,4 +154,57 @@ import Testing
         keeper.kill()
         try await claim.release()
     }
+
+    @Test func aKilledDaemonKeepsClaimsAndTheLineAndEnforcesThemBeforeItServes() async throws {
+        let nodes = try TemporaryDirectory()
+        chmod(nodes.path, 0o755)
+        let daemon = try await ClaimDaemon(arguments: ["--simulated-nodes", nodes.path])
+        let node = try Node(in: nodes.path, name: "ttyKEPT")
+        let before = node.state
+        let board = try await daemon.plug("KEPT1", node: node.path)
+        try await Task.sleep(for: .milliseconds(300))  // the plug reaches the state file (a claim does before its reply)
+        let holder = try await daemon.connect("holder")
+        let claim = try await holder.claim(.connections([board]), reason: "kept")
+        var tokens: [String] = []
+        var waiters: [RawSocket] = []
+        for name in ["w1", "w2"] {
+            let raw = try RawSocket(path: daemon.socketPath)
+            try raw.send(#"{"type":"hello","id":1,"versions":[1],"client":"\#(name)"}"# + "\n")
+            _ = await raw.readObject()
+            try raw.send(#"{"type":"claim","id":2,"connections":[\#(board.rawValue)],"wait":true}"# + "\n")
+            let reply = await raw.readObject()
+            let info = reply?["claim"] as? [String: Any]
+            #expect(info?["state"] as? String == "waiting", "\(String(describing: reply))")
+            tokens.append(info?["token"] as? String ?? "")
+            waiters.append(raw)
+        }
+        #expect(!(try await Self.opens(node.path, as: Self.other, in: daemon)))
+
+        // Killed while every claimer is connected: their connections end with it, their claims and places stay.
+        try await daemon.restart(signal: SIGKILL)
+        holder.close()
+        for raw in waiters { raw.close() }
+        // The first client served finds the node enforced already.
+        #expect(!(try await Self.opens(node.path, as: Self.other, in: daemon)), "enforced before serving")
+        let listed = try await daemon.connect("observer")
+        let list = try await listed.claims()
+        #expect(list.claims.map(\.claimID) == [claim.claimID] && list.waiters.map(\.party.client) == ["w1", "w2"])
+        // Holder and waiters take their claims and places up with their tokens; the line keeps its order.
+        let back = try await daemon.connect("holder")
+        let resumed = try await back.claim(.resume(token: claim.token))
+        #expect(resumed.claimID == claim.claimID && resumed.info.reason == "kept")
+        let second = try await daemon.connect("w2")
+        let first = try await daemon.connect("w1")
+        async let w2 = second.claim(.resume(token: tokens[1]))
+        async let w1 = first.claim(.resume(token: tokens[0]))
+        try await resumed.release()
+        let granted = try await w1
+        #expect(granted.info.holder.client == "w1", "the first in line first")
+        try await granted.release()
+        let last = try await w2
+        #expect(last.info.holder.client == "w2")
+        try await last.release()
+        #expect(await eventually { node.state == before }, "restored: \(node.state)")
+        for connection in [listed, back, second, first] { connection.close() }
+    }
 }

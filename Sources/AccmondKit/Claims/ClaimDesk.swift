@@ -144,9 +144,15 @@ final class ClaimDesk {
             tellHolders(blockers, of: .contention, by: claimant.party, reason: request.reason)
             log(.claimContention, "claim request waits in line", waiter: waiter, blockers: blockers)
             markWaitingChanged(blockers)
-            persistence.markDirty()
-            state.reply(to: session, .claim(id: id, info(of: waiter, world)))
             publishChanges()
+            // Told once its place in line is on disk, as a grant is.
+            let info = info(of: waiter, world)
+            session.awaitsClaim = true
+            persistence.whenSaved { [self] in
+                session.awaitsClaim = false
+                if !session.isClosing { state.reply(to: session, .claim(id: id, info)) }
+                resumeRequests?(session)
+            }
         case .granted(let claim):
             session.awaitsClaim = true
             enforce(claim) { [self] outcome in
