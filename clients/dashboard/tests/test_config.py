@@ -105,7 +105,19 @@ def test_the_reader_agrees_with_json_on_what_json_writes(value: object) -> None:
         assert plain(parse(text)) == value
 
 
-def test_the_settings_combinations() -> None:
+def test_credentials_directory_in_file_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", "/run/credentials/accmon-dashboard.service")
+    settings = Settings()
+    settings.set("authFile", "${CREDENTIALS_DIRECTORY}/dashboard-auth", "--auth-file")
+    settings.set("title", "${CREDENTIALS_DIRECTORY}", "--title")
+    settings.check()
+    assert settings.get("authFile") == "/run/credentials/accmon-dashboard.service/dashboard-auth"
+    assert settings.get("title") == "${CREDENTIALS_DIRECTORY}"
+
+
+def test_the_settings_combinations(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+
     def check(**values: object) -> str:
         settings = Settings()
         for key, value in values.items():
@@ -122,6 +134,7 @@ def test_the_settings_combinations() -> None:
     assert check(listen="8090").startswith("listen: '8090': expected ADDR:PORT")
     assert check(listen="::1:8090").startswith("listen: '::1:8090': write an IPv6 address in brackets")
     assert check(listen="lab:8090") == "listen: 'lab:8090': 'lab' is not an IP address (or localhost)"
+    assert check(authFile="${CREDENTIALS_DIRECTORY}/auth").startswith("authFile: ${CREDENTIALS_DIRECTORY} is not set")
     assert parse_listen("[::1]:0") == ("::1", 0)
     assert [is_loopback(a) for a in ("127.0.0.1", "127.3.2.1", "::1", "localhost", "0.0.0.0", "::", "10.0.0.1")] == [
         True, True, True, True, False, False, False]  # fmt: skip

@@ -8,6 +8,7 @@ kind and its help. The configuration file (:mod:`.config`) and the command line 
 from __future__ import annotations
 
 import ipaddress
+import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -66,6 +67,10 @@ FIELDS_BY_KEY: Dict[str, Field] = {f.key: f for f in FIELDS}
 FIELDS_BY_OPTION: Dict[str, Field] = {f.option: f for f in FIELDS}
 #: The options passed on to ``accmon watch --broker`` as they are.
 BROKER_OPTIONS = ("host", "prefix", "ca", "certificate", "key", "username", "passwordFile")
+#: Files that may be credentials systemd hands the service (``LoadCredential=``): in these, ``${CREDENTIALS_DIRECTORY}``
+#: stands for the directory systemd names in the environment variable of that name.
+CREDENTIAL_KEYS = ("authFile", "passwordFile", "ca", "certificate", "key")
+CREDENTIALS_DIRECTORY = "${CREDENTIALS_DIRECTORY}"
 
 
 class SettingsProblem(Exception):
@@ -135,6 +140,15 @@ class Settings:
 
         :raises SettingsProblem: with the key at fault.
         """
+        for key in CREDENTIAL_KEYS:
+            value = self.get(key)
+            if value is not None and CREDENTIALS_DIRECTORY in value:
+                directory = os.environ.get("CREDENTIALS_DIRECTORY")
+                if not directory:
+                    raise SettingsProblem(key, "${CREDENTIALS_DIRECTORY} is not set: systemd sets it for a service "
+                                          "with LoadCredential= (accmon-dashboard.service says how); elsewhere, name "
+                                          "the file itself")  # fmt: skip
+                self.values[key] = value.replace(CREDENTIALS_DIRECTORY, directory)
         try:
             parse_listen(self.listen)
         except ValueError as error:

@@ -313,7 +313,10 @@
     clearTimeout(pending);
     pending = setTimeout(() => setFilter(filterInput.value), 80);
   });
-  if (location.hash.startsWith("#filter=")) filterInput.value = decodeURIComponent(location.hash.slice(8));
+  // The filter in the address (#filter=...): read at load and when the address changes (a bookmark, a link).
+  const filterFromAddress = () => location.hash.startsWith("#filter=") ? decodeURIComponent(location.hash.slice(8)) : "";
+  window.addEventListener("hashchange", () => setFilter(filterFromAddress()));
+  filterInput.value = filterFromAddress();
   terms = filterInput.value.toLowerCase().split(/\s+/).filter(Boolean);
   connect();
 })();
