@@ -15,6 +15,7 @@ SYSTEMD_TEST_APT_PACKAGES := systemd-container
 VERSION = $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonProtocol/Version.swift)
 DEB = $(PACKAGE_DIR)/accmon_$(VERSION)_amd64.deb
 PYTHON_DEB = $(PACKAGE_DIR)/python3-accmon_$(VERSION)_all.deb
+DASHBOARD_DEB = $(PACKAGE_DIR)/accmon-dashboard_$(VERSION)_all.deb
 
 .PHONY: all build deps deps-package deps-systemd-test run test test-python test-dashboard test-package test-systemd deb fuzz \
   soak clean
@@ -103,18 +104,18 @@ test-dashboard: build $(DASHBOARD_VENV)/installed
 	  ACCMON_DASHBOARD_SCREENSHOT=$(abspath $(BUILD_DIR))/dashboard.png $(DASHBOARD_VENV)/bin/python -m pytest -p no:cacheprovider
 
 # Builds $(DEB): static release binaries, units, udev rules, manifest, man pages, completion, client library source;
-# and $(PYTHON_DEB), the Python client.
+# $(PYTHON_DEB), the Python client; and $(DASHBOARD_DEB), the dashboard.
 deb: deps-package
 	BUILD_DIR=$(PACKAGE_DIR) SWIFT=$(SWIFT) packaging/build-deb.sh
 
 # Checks the .debs: lintian, systemd-analyze, man pages, then install, run and purge in a minbase bookworm chroot.
 test-package: deb
-	packaging/test-package.sh $(DEB) $(PACKAGE_DIR) $(PYTHON_DEB)
+	packaging/test-package.sh $(DEB) $(PACKAGE_DIR) $(PYTHON_DEB) $(DASHBOARD_DEB)
 
 # Boots a bookworm container with systemd as its PID 1 (systemd-nspawn; the root is built once and cached in
 # $(PACKAGE_DIR)/chroot-cache), installs the .deb in it and checks the shipped units under the container's systemd.
 test-systemd: deb deps-systemd-test
-	packaging/test-systemd.sh $(DEB) $(PACKAGE_DIR)
+	packaging/test-systemd.sh $(DEB) $(PACKAGE_DIR) $(DASHBOARD_DEB)
 
 # The long versions, not part of make test: the daemon-crash trials (500 SIGKILLs at random points of storms), a
 # hostile user misbehaving in every way for 60 s while a healthy client must get every event, and the MQTT fleet of
