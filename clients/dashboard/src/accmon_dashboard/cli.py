@@ -165,11 +165,9 @@ async def _serve(settings: Settings, credentials: Optional[Credentials], accmon:
 
 def _bound(runner: web.AppRunner, fallback: str) -> str:
     """The address and port actually bound (``--listen 127.0.0.1:0`` picks a free port)."""
-    for server in runner.sites:
-        sockets = getattr(getattr(server, "_server", None), "sockets", None) or []
-        for bound in sockets:
-            host, port = bound.getsockname()[:2]
-            return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    for address in runner.addresses:
+        host, port = address[:2]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return fallback
 
 
