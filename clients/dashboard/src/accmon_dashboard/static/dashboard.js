@@ -260,8 +260,8 @@
     for (const host of state.hosts) hosts.set(host.name, host);
     for (const host of state.hosts) renderHost(host);
     const fragment = document.createDocumentFragment();
-    const sorted = [...state.rows].sort((a, b) => compareKeys(rowKey(a.host, a.connectionID),
-      rowKey(b.host, b.connectionID)));
+    const sorted = [...state.rows].sort((a, b) =>
+      a.host < b.host ? -1 : a.host > b.host ? 1 : a.connectionID - b.connectionID);
     for (const row of sorted) {
       const key = rowKey(row.host, row.connectionID);
       const tr = document.createElement("tr");
