@@ -126,13 +126,15 @@ class Fleet:
 
 
 OBSERVE = """window.__rowsSeen = {};
+const seen = (tr, at) => { window.__rowsSeen[JSON.stringify([tr.getAttribute('data-host'),
+  Number(tr.getAttribute('data-connection'))])] ??= at; };
 new MutationObserver((mutations) => {
   const at = performance.timeOrigin + performance.now();
   for (const mutation of mutations) for (const node of mutation.addedNodes) {
-    if (node.nodeName === 'TR' && node.hasAttribute('data-connection'))
-      window.__rowsSeen[JSON.stringify([node.getAttribute('data-host'), Number(node.getAttribute('data-connection'))])] ??= at;
+    if (node.nodeName === 'TR' && node.hasAttribute('data-connection')) seen(node, at);
+    if (node.nodeName === 'TBODY') for (const tr of node.querySelectorAll('tr[data-connection]')) seen(tr, at);
   }
-}).observe(document.querySelector('#accessories tbody'), {childList: true});"""
+}).observe(document.getElementById('accessories'), {childList: true, subtree: true});"""
 
 
 class Browser:

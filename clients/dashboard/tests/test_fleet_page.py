@@ -140,3 +140,20 @@ def test_the_page_recovers_after_the_broker_and_the_dashboard_restart(browser: A
 def _state(dashboard: DashboardProcess) -> Any:
     status, _, body = fetch(dashboard.url + "/api/state")
     return json.loads(body) if status == 200 else {"hosts": []}
+
+
+def test_a_dashboard_started_before_the_broker_waits_for_it(browser: Any, fleet: Fleet) -> None:
+    fleet.broker.kill()
+    dashboard = fleet_dashboard(fleet.broker)
+    try:
+        browser.get(dashboard.url + "/")
+        eventually(lambda: banner(browser) == "down", 15, "the page to say the reader stopped")
+        assert "starting it again in" in browser.find_element("id", "connection").text
+        assert fetch(dashboard.url + "/healthz")[0] == 503
+        fleet.broker.start()
+        host = fleet.add("late-1")
+        connection = host.plug(kind="usb", vendor="1209", product="0001", name="late")
+        eventually(lambda: rows(browser) == {("late-1", connection)}, 30, "the row once the broker is up")
+        assert banner(browser) == "connected" and fetch(dashboard.url + "/healthz")[0] == 200
+    finally:
+        dashboard.close()

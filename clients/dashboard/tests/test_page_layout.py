@@ -87,9 +87,21 @@ def test_a_phone_gets_labelled_cards_and_a_wall_screen_bigger_text(browser: Any,
         browser.set_window_size(2560, 1440)
         browser.get(dashboard.url + "/")
         eventually(lambda: len(rows(browser)) == 9, 15, "the nine rows")
-        wall = browser.execute_script("""return {font: getComputedStyle(document.documentElement).fontSize,
+        wall = browser.execute_script("""const left = (cells) => Array.from(cells, (c) => Math.round(c.getBoundingClientRect().left));
+            return {font: getComputedStyle(document.documentElement).fontSize,
             columns: getComputedStyle(document.querySelector('main')).gridTemplateColumns.split(' ').length,
-            row: getComputedStyle(document.querySelector('#accessories tbody tr')).display};""")
-        assert wall == {"font": "20px", "columns": 2, "row": "table-row"}, wall
+            row: getComputedStyle(document.querySelector('#accessories tbody tr')).display,
+            headers: left(document.querySelectorAll('#accessories th')),
+            first: left(document.querySelectorAll('#accessories tbody tr td')),
+            last: left(document.querySelectorAll('#accessories tbody:last-of-type tr:last-child td'))};""")
+        assert (wall["font"], wall["columns"], wall["row"]) == ("20px", 2, "grid"), wall
+        # Every row is its own grid with the same column template: the columns line up under their headers.
+        assert wall["headers"] == wall["first"][:8] == wall["last"], wall
+        # And the markup keeps the table's roles for assistive technology.
+        table = browser.find_element("id", "accessories")
+        assert table.aria_role == "table"
+        assert table.find_element("css selector", "tbody tr").aria_role == "row"
+        assert table.find_element("css selector", "tbody td").aria_role == "cell"
+        assert table.find_element("css selector", "th").aria_role == "columnheader"
     finally:
         browser.set_window_size(1400, 900)

@@ -10,7 +10,9 @@
   const rowElements = new Map(); // key -> <tr>
   const rowText = new Map();    // key -> lower-case text the filter searches
   const hostElements = new Map(); // name -> <li>
-  let order = [];               // row keys, sorted by host then connection
+  // One <tbody> per host, in host order, its rows in connection order: a row added or removed lays out its host's
+  // group again, not every row of the table (5,000 rows made that a quarter of a second a frame).
+  const groups = new Map();     // host name -> {body: <tbody>, connections: sorted connection ids}
   let events = [];
   let maxEvents = 200;
   let clockOffset = 0;          // server time - this browser's time, in seconds
@@ -19,16 +21,33 @@
   let lastMessage = 0;
 
   const $ = (id) => document.getElementById(id);
-  const tbody = document.querySelector("#accessories tbody");
+  const table = document.getElementById("accessories");
   const eventList = $("events");
   const hostList = $("hosts");
   const filterInput = $("filter");
   const rowKey = (host, connection) => JSON.stringify([host, connection]);
-  const compareKeys = (a, b) => {
-    const [ha, ca] = JSON.parse(a);
-    const [hb, cb] = JSON.parse(b);
-    return ha < hb ? -1 : ha > hb ? 1 : ca - cb;
-  };
+  // The index where `value` goes in the sorted array `list`.
+  function position(list, value, before = (a, b) => a < b) {
+    let low = 0, high = list.length;
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      if (before(list[middle], value)) low = middle + 1; else high = middle;
+    }
+    return low;
+  }
+  function group(host) {
+    let entry = groups.get(host);
+    if (!entry) {
+      entry = {body: document.createElement("tbody"), connections: []};
+      entry.body.setAttribute("data-host-rows", host);
+      entry.body.setAttribute("role", "rowgroup");
+      const names = [...groups.keys()].sort();
+      const next = names[position(names, host)];
+      table.insertBefore(entry.body, next === undefined ? null : groups.get(next).body);
+      groups.set(host, entry);
+    }
+    return entry;
+  }
 
   function element(tag, text, className) {
     const node = document.createElement(tag);
@@ -98,9 +117,9 @@
     item.append(since);
     if (host.reason) item.append(element("span", host.reason, "reason"));
     item.append(element("span", "", "host-count"));
-    for (const key of order) {
-      const tr = rowElements.get(key);
-      if (tr && tr.dataset.host === host.name) tr.classList.toggle("stale", host.state !== "online");
+    const rowsOfHost = groups.get(host.name);
+    if (rowsOfHost) {
+      for (const tr of rowsOfHost.body.children) tr.classList.toggle("stale", host.state !== "online");
     }
   }
   function countHosts() {
@@ -117,6 +136,7 @@
   // --- rows --------------------------------------------------------------------------------------------------------
   function renderRow(row, tr) {
     tr.replaceChildren();
+    tr.setAttribute("role", "row");
     tr.setAttribute("data-host", row.host);
     tr.setAttribute("data-connection", String(row.connectionID));
     tr.setAttribute("data-kind", row.kind);
@@ -142,6 +162,7 @@
     if (claim && claim.waiting) cells[6][1].append(element("small", `${claim.waiting} waiting`));
     for (const [label, cell] of cells) {
       cell.dataset.label = label;
+      cell.setAttribute("role", "cell");
       tr.append(cell);
     }
     const holder = claim ? `${partyText(claim.holder)} ${claim.reason || ""}` : "";
@@ -154,13 +175,11 @@
     if (!tr) {
       tr = document.createElement("tr");
       rowElements.set(key, tr);
-      let low = 0, high = order.length;
-      while (low < high) {
-        const middle = (low + high) >> 1;
-        if (compareKeys(order[middle], key) < 0) low = middle + 1; else high = middle;
-      }
-      order.splice(low, 0, key);
-      tbody.insertBefore(tr, low + 1 < order.length ? rowElements.get(order[low + 1]) : null);
+      const entry = group(row.host);
+      const index = position(entry.connections, row.connectionID);
+      entry.connections.splice(index, 0, row.connectionID);
+      const next = entry.connections[index + 1];
+      entry.body.insertBefore(tr, next === undefined ? null : rowElements.get(rowKey(row.host, next)));
     }
     rows.set(key, row);
     renderRow(row, tr);
@@ -173,8 +192,12 @@
     rowElements.delete(key);
     rows.delete(key);
     rowText.delete(key);
-    const index = order.indexOf(key);
-    if (index >= 0) order.splice(index, 1);
+    const entry = groups.get(host);
+    if (entry) {
+      const index = position(entry.connections, connection);
+      if (entry.connections[index] === connection) entry.connections.splice(index, 1);
+      if (entry.connections.length === 0) { entry.body.remove(); groups.delete(host); }
+    }
   }
 
   // --- events ------------------------------------------------------------------------------------------------------
@@ -255,8 +278,10 @@
     $("title").textContent = state.title;
     $("mode").textContent = state.view || state.mode;
     hosts.clear(); rows.clear(); rowElements.clear(); rowText.clear(); hostElements.clear();
-    order = []; events = [];
-    hostList.replaceChildren(); tbody.replaceChildren(); eventList.replaceChildren();
+    events = [];
+    for (const entry of groups.values()) entry.body.remove();
+    groups.clear();
+    hostList.replaceChildren(); eventList.replaceChildren();
     for (const host of state.hosts) hosts.set(host.name, host);
     for (const host of state.hosts) renderHost(host);
     const fragment = document.createDocumentFragment();
@@ -265,12 +290,21 @@
     for (const row of sorted) {
       const key = rowKey(row.host, row.connectionID);
       const tr = document.createElement("tr");
-      rows.set(key, row); rowElements.set(key, tr); order.push(key);
+      rows.set(key, row); rowElements.set(key, tr);
       renderRow(row, tr);
       tr.hidden = !matches(rowText.get(key));
-      fragment.append(tr);
+      let entry = groups.get(row.host);
+      if (!entry) {
+        entry = {body: document.createElement("tbody"), connections: []};
+        entry.body.setAttribute("data-host-rows", row.host);
+        entry.body.setAttribute("role", "rowgroup");
+        groups.set(row.host, entry);
+        fragment.append(entry.body);
+      }
+      entry.connections.push(row.connectionID);
+      entry.body.append(tr);
     }
-    tbody.append(fragment);
+    table.append(fragment);
     addEvents(state.events);
     showSource(state.source, true);
     counts();
