@@ -36,3 +36,12 @@ def test_an_event_is_one_data_line_whatever_the_strings_hold() -> None:
     data = encode_event("delta", {"name": "a\nb\r\n\u2028data: x"})
     assert data.count(b"\n") == 3 and data.endswith(b"\n\n")
     assert json.loads(data.split(b"data: ", 1)[1]) == {"name": "a\nb\r\n\u2028data: x"}
+
+
+def test_the_reader_is_started_again_after_a_pause_that_doubles_up_to_ten_seconds() -> None:
+    from accmon_dashboard.sources import Backoff
+
+    backoff = Backoff()
+    assert [backoff.next(ran_for=1) for _ in range(7)] == [0.5, 1, 2, 4, 8, 10, 10]
+    assert backoff.next(ran_for=30) == 0.5  # a run of 30 s or more: from the start again
+    assert backoff.next(ran_for=1) == 1

@@ -105,3 +105,16 @@ def test_a_phone_gets_labelled_cards_and_a_wall_screen_bigger_text(browser: Any,
         assert table.find_element("css selector", "th").aria_role == "columnheader"
     finally:
         browser.set_window_size(1400, 900)
+
+
+def test_dark_when_the_system_asks(browser: Any, dashboard: DashboardProcess) -> None:
+    browser.get(dashboard.url + "/")
+    eventually(lambda: len(rows(browser)) == 9, 15, "the nine rows")
+    background = "return getComputedStyle(document.documentElement).backgroundColor;"
+    light = browser.execute_script(background)
+    try:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                                {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})  # fmt: skip
+        assert (light, browser.execute_script(background)) == ("rgb(246, 247, 249)", "rgb(17, 19, 24)")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})

@@ -11,7 +11,7 @@
   const rowText = new Map();    // key -> lower-case text the filter searches
   const hostElements = new Map(); // name -> <li>
   // One <tbody> per host, in host order, its rows in connection order: a row added or removed lays out its host's
-  // group again, not every row of the table (5,000 rows made that a quarter of a second a frame).
+  // group again, not every row of the table.
   const groups = new Map();     // host name -> {body: <tbody>, connections: sorted connection ids}
   let events = [];
   let maxEvents = 200;
