@@ -2,8 +2,10 @@
 SHELL := /bin/bash
 SWIFT ?= swift
 BUILD_DIR ?= .build
+# accmon-dashboard: its HTTP server library, and what its tests drive (a real browser) and parse (/metrics).
+DASHBOARD_APT_PACKAGES := python3-aiohttp chromium chromium-driver python3-selenium python3-prometheus-client
 APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev \
-  python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl python3-fusepy acl
+  python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl python3-fusepy acl $(DASHBOARD_APT_PACKAGES)
 DEBUG_BIN = $(BUILD_DIR)/debug
 # The package: built and tested under PACKAGE_DIR (release build, staging tree, cached minbase chroot).
 PACKAGE_DIR ?= build
@@ -13,8 +15,10 @@ SYSTEMD_TEST_APT_PACKAGES := systemd-container
 VERSION = $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/AccmonProtocol/Version.swift)
 DEB = $(PACKAGE_DIR)/accmon_$(VERSION)_amd64.deb
 PYTHON_DEB = $(PACKAGE_DIR)/python3-accmon_$(VERSION)_all.deb
+DASHBOARD_DEB = $(PACKAGE_DIR)/accmon-dashboard_$(VERSION)_all.deb
 
-.PHONY: all build deps deps-package deps-systemd-test run test test-python test-package test-systemd deb fuzz soak clean
+.PHONY: all build deps deps-package deps-systemd-test run test test-python test-dashboard test-package test-systemd deb fuzz \
+  soak clean
 
 all: build
 
@@ -49,6 +53,7 @@ test: build check-layering
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
 	scripts/test-deadline.sh 900 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build
 	@$(MAKE) --no-print-directory test-python
+	@$(MAKE) --no-print-directory test-dashboard
 	@$(MAKE) --no-print-directory test-package test-systemd
 
 # Fails when a module dependency points the wrong way (docs/ARCHITECTURE.md, "Layers"); its self-test first.
@@ -76,19 +81,41 @@ test-python: build $(PYTHON_VENV)/installed
 	cd clients/python && PYTHONPATH=src PYTHONDONTWRITEBYTECODE=1 ACCMON_BIN_DIR=$(abspath $(DEBUG_BIN)) \
 	  $(PYTHON_VENV)/bin/python -m pytest -p no:cacheprovider
 
+# accmon-dashboard (clients/dashboard): a virtual environment made with --system-site-packages (Debian's aiohttp,
+# selenium, prometheus_client) with the pinned test tools; the package installed into it with pip (offline, as a user
+# would), mypy --strict, then pytest: the page in headless Chromium against real mosquitto, accmond and bridges. The
+# test's screenshot of the page goes to $(BUILD_DIR)/dashboard.png (docs/images/dashboard.png is a copy).
+DASHBOARD_VENV = $(abspath $(BUILD_DIR))/dashboard-venv
+
+$(DASHBOARD_VENV)/installed: $(PYTHON_REQUIREMENTS)
+	rm -rf $(DASHBOARD_VENV)
+	/usr/bin/python3 -m venv --system-site-packages $(DASHBOARD_VENV)
+	$(DASHBOARD_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PYTHON_REQUIREMENTS)
+	touch $@
+
+test-dashboard: build $(DASHBOARD_VENV)/installed
+	$(DASHBOARD_VENV)/bin/pip uninstall --quiet --yes accmon-dashboard 2>/dev/null
+	$(DASHBOARD_VENV)/bin/pip install --quiet --disable-pip-version-check --no-index --no-build-isolation ./clients/dashboard
+	cd clients/dashboard && MYPYPATH=../python/src $(DASHBOARD_VENV)/bin/mypy --strict \
+	  --cache-dir $(DASHBOARD_VENV)/mypy-cache src/accmon_dashboard tests
+	cd clients/dashboard && $(DASHBOARD_VENV)/bin/mypy --strict --python-version 3.9 \
+	  --cache-dir $(DASHBOARD_VENV)/mypy-cache-3.9 src/accmon_dashboard
+	cd clients/dashboard && PYTHONPATH=src PYTHONDONTWRITEBYTECODE=1 ACCMON_BIN_DIR=$(abspath $(DEBUG_BIN)) \
+	  ACCMON_DASHBOARD_SCREENSHOT=$(abspath $(BUILD_DIR))/dashboard.png $(DASHBOARD_VENV)/bin/python -m pytest -p no:cacheprovider
+
 # Builds $(DEB): static release binaries, units, udev rules, manifest, man pages, completion, client library source;
-# and $(PYTHON_DEB), the Python client.
+# $(PYTHON_DEB), the Python client; and $(DASHBOARD_DEB), the dashboard.
 deb: deps-package
 	BUILD_DIR=$(PACKAGE_DIR) SWIFT=$(SWIFT) packaging/build-deb.sh
 
 # Checks the .debs: lintian, systemd-analyze, man pages, then install, run and purge in a minbase bookworm chroot.
 test-package: deb
-	packaging/test-package.sh $(DEB) $(PACKAGE_DIR) $(PYTHON_DEB)
+	packaging/test-package.sh $(DEB) $(PACKAGE_DIR) $(PYTHON_DEB) $(DASHBOARD_DEB)
 
 # Boots a bookworm container with systemd as its PID 1 (systemd-nspawn; the root is built once and cached in
 # $(PACKAGE_DIR)/chroot-cache), installs the .deb in it and checks the shipped units under the container's systemd.
 test-systemd: deb deps-systemd-test
-	packaging/test-systemd.sh $(DEB) $(PACKAGE_DIR)
+	packaging/test-systemd.sh $(DEB) $(PACKAGE_DIR) $(DASHBOARD_DEB)
 
 # The long versions, not part of make test: the daemon-crash trials (500 SIGKILLs at random points of storms), a
 # hostile user misbehaving in every way for 60 s while a healthy client must get every event, and the MQTT fleet of

@@ -11,10 +11,11 @@
 #       client); otherwise says what is missing on stderr and exits 1
 #
 # Environment: BENCH_REPEATS (default 3; fan-out at least 11, start-up at least 5), BENCH_FANOUT_COUNTS (default
-# 1,10,100,1000), BENCH_MQTT_OUTAGE (seconds, default 600), BENCH_HOSTILE_SECONDS (seconds per attack, default 20).
+# 1,10,100,1000), BENCH_MQTT_OUTAGE (seconds, default 600), BENCH_HOSTILE_SECONDS (seconds per attack, default 20),
+# BENCH_DASHBOARD_SECONDS (seconds of load per repeat, default 60).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SUITES="stream fanout memory startup instructions sysfs python mqtt hostile history claims"
+SUITES="stream fanout memory startup instructions sysfs python mqtt hostile history claims dashboard"
 
 supports() {
     local suite=$1 bin=$2 source=$3
@@ -27,6 +28,10 @@ supports() {
         history)
             "$bin/accmond" --help 2>&1 | grep -q -- '--history-entries' \
                 || { echo "$bin/accmond has no --history-entries" >&2; return 1; } ;;
+        dashboard)
+            [ -x "$bin/accmon-mqtt" ] || { echo "no accmon-mqtt in $bin" >&2; return 1; }
+            [ -d "$source/clients/dashboard/src/accmon_dashboard" ] ||
+                { echo "no clients/dashboard in $source" >&2; return 1; } ;;
         hostile)
             # The attacks need the limits of issue 21 (without them accmond has no answer to the fd-limit attack).
             "$bin/accmond" --help 2>&1 | grep -q -- '--max-connections-per-user' \
@@ -53,6 +58,8 @@ run() {
         hostile) /usr/bin/python3 "$here/hostile.py" "$bin" --attack-seconds "${BENCH_HOSTILE_SECONDS:-20}" ;;
         history) /usr/bin/python3 "$here/history.py" "$bin" --rounds "$(( repeats > 5 ? repeats : 5 ))" ;;
         claims) /usr/bin/python3 "$here/claims.py" "$bin" "$tools" --repeats "$repeats" ;;
+        dashboard) /usr/bin/python3 "$here/dashboard.py" "$bin" --source "$source/clients/dashboard/src" \
+                       --repeats "$repeats" --seconds "${BENCH_DASHBOARD_SECONDS:-60}" ;;
         *) echo "bench: unknown suite '$suite' ($SUITES)" >&2; return 64 ;;
     esac
 }

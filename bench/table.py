@@ -136,6 +136,24 @@ def rows(records):
             f"{n(r['bridge_rss_kib_first'])} → max {n(r['bridge_rss_kib_max'])} KiB "
             f"({r['growth_after_first_sample_percent']:+.1f} %); {r['converged_seconds_after_restart']} s", "", "",
             "flat", met(r["flat"]))
+    r = find(records, "dashboard-page-load-summary")
+    if r:
+        add(f"dashboard: page load with {n(r['rows'])} rows, navigation → every row drawn (dashboard)",
+            f"{n(r['state_rendered_ms'])} ms", f"static HTML {n(r['baseline_static_ms'])} ms", ratio(r["ratio"]), "", "")
+    r = find(records, "dashboard-latency-summary")
+    if r:
+        add("dashboard: plug → row in the page through accmond, the bridge, mosquitto, the reader, p50 / p99 (dashboard)",
+            f"{n(r['p50_ms'], 1)} / {n(r['p99_ms'], 1)} ms",
+            f"accmon watch --broker {n(r['baseline_p50_ms'], 1)} / {n(r['baseline_p99_ms'], 1)} ms",
+            f"{ratio(r['ratio_p50'])} / {ratio(r['ratio_p99'])}", "", "")
+    r = find(records, "dashboard-load-summary")
+    if r:
+        add(f"dashboard: {n(r['hosts'])} hosts, {n(r['rows'])} rows, {n(r['events_per_s'])} events/s: CPU s/s "
+            "dashboard + reader; RSS KiB start → end (max) (dashboard)",
+            f"{r['dashboard_cpu_per_s']:.3f} + {r['reader_cpu_per_s']:.3f}; {n(r['dashboard_rss_kib_start'])} → "
+            f"{n(r['dashboard_rss_kib_end'])} ({n(r['dashboard_rss_kib_max'])})",
+            f"reader alone {r['baseline_reader_cpu_per_s']:.3f}; {n(r['baseline_reader_rss_kib'])}",
+            ratio(r["cpu_ratio"]), "", "")
     for r in (x for x in records if x.get("bench") == "hostile"):
         add(f"hostile `{r['phase']}`: healthy p50 / p99; RSS peak; CPU/s; log B/min; state B/event (hostile)",
             f"{n(r['p50_us'])} / {n(r['p99_us'])} µs; {n(r['rss_peak_kib'])} KiB; {r['cpu_per_second']:.2f}; "

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make deb`: builds BUILD_DIR/accmon_<version>_amd64.deb from the source tree, then
-# BUILD_DIR/python3-accmon_<version>_all.deb (the Python client: packaging/build-python-deb.sh).
+# BUILD_DIR/python3-accmon_<version>_all.deb (the Python client: packaging/build-python-deb.sh) and
+# BUILD_DIR/accmon-dashboard_<version>_all.deb (the dashboard: packaging/build-dashboard-deb.sh).
 #
 # Release binaries with --static-swift-stdlib (the target needs no Swift runtime) and --disable-local-rpath, stripped;
 # Depends from dpkg-shlibdeps; man pages generated from packaging/man/accmon.man.md and the binaries' --help; the
@@ -113,3 +114,6 @@ printf 'size: %s bytes; binaries: accmond %s bytes, accmon %s bytes, accmon-mqtt
 
 say "python3-accmon"
 packaging/build-python-deb.sh "$BUILD_DIR"
+
+say "accmon-dashboard"
+packaging/build-dashboard-deb.sh "$BUILD_DIR"

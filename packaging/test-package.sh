@@ -2,8 +2,9 @@
 # `make test-package`: checks the .deb that `make deb` built. Needs root (chroot, mounts, namespaces), debootstrap,
 # lintian and systemd's tools (the Makefile's deps-package target installs them).
 #
-# Usage: test-package.sh DEB BUILD_DIR [PYTHON_DEB]
-# PYTHON_DEB (default: python3-accmon_<version>_all.deb next to DEB) is linted, installed beside DEB and run too.
+# Usage: test-package.sh DEB BUILD_DIR [PYTHON_DEB [DASHBOARD_DEB]]
+# PYTHON_DEB (default: python3-accmon_<version>_all.deb next to DEB) and DASHBOARD_DEB (default:
+# accmon-dashboard_<version>_all.deb next to DEB) are linted, installed beside DEB and run too.
 # Prints one PASS or FAIL line per check and a closing "N passed, N failed" line; exits non-zero on any failure.
 set -uo pipefail
 deb=$(realpath "${1:?usage: test-package.sh DEB BUILD_DIR}")
@@ -33,6 +34,7 @@ finish() {
 
 [ "$(id -u)" = 0 ] || { fail "the package test needs root (chroot, mount, unshare)"; finish; }
 cleanup() {
+  [ -n "${dashboard:-}" ] && kill "$dashboard" 2>/dev/null
   [ -n "${activator:-}" ] && kill "$activator" 2>/dev/null
   [ -n "${collector:-}" ] && kill "$collector" 2>/dev/null
   for mount in "$root/sys" "$root/proc"; do mountpoint -q "$mount" && umount -l "$mount"; done
@@ -50,6 +52,11 @@ python_deb=$(realpath -m "${3:-$(dirname "$deb")/python3-accmon_${version}_all.d
 python_stage=$work/extracted-python
 dpkg-deb -x "$python_deb" "$python_stage"
 info "$(basename "$python_deb"): $(stat -c %s "$python_deb") bytes; Depends: $(dpkg-deb -f "$python_deb" Depends)"
+dashboard_deb=$(realpath -m "${4:-$(dirname "$deb")/accmon-dashboard_${version}_all.deb}")
+[ -f "$dashboard_deb" ] || { fail "no dashboard package at $dashboard_deb"; finish; }
+dashboard_stage=$work/extracted-dashboard
+dpkg-deb -x "$dashboard_deb" "$dashboard_stage"
+info "$(basename "$dashboard_deb"): $(stat -c %s "$dashboard_deb") bytes; Depends: $(dpkg-deb -f "$dashboard_deb" Depends)"
 
 # --- lintian: no error, no warning (informational tags are listed, not failed) -----------------------------------
 lint() {  # lint DEB: PASS when lintian reports no error and no warning
@@ -68,6 +75,7 @@ lint() {  # lint DEB: PASS when lintian reports no error and no warning
 }
 lint "$deb"
 lint "$python_deb"
+lint "$dashboard_deb"
 
 # --- the Python package: Debian's dist-packages, no byte code, the pytest plugin's entry point ---------------------
 python_site=$python_stage/usr/lib/python3/dist-packages
@@ -78,6 +86,27 @@ check "python3-accmon: the modules and py.typed in /usr/lib/python3/dist-package
   ! find '$python_stage' -name __pycache__ -o -name '*.pyc' | grep -q ."
 check "python3-accmon: the pytest11 entry point of accmon.testing" \
   grep -qx 'accmon.testing = accmon.testing' "$python_site/accmon-$version.dist-info/entry_points.txt"
+
+# --- the dashboard: Debian's python3 and aiohttp, next to accmon, its unit hardened ----------------------------------
+dashboard_site=$dashboard_stage/usr/lib/python3/dist-packages
+check "accmon-dashboard: Architecture all, Depends on this accmon, python3 and python3-aiohttp" \
+  test "$(dpkg-deb -f "$dashboard_deb" Architecture)|$(dpkg-deb -f "$dashboard_deb" Depends)" = \
+  "all|accmon (= $version), python3:any (>= 3.9~), python3-aiohttp (>= 3.8)"
+check "accmon-dashboard: /usr/bin/accmon-dashboard (beside /usr/bin/accmon), the modules and static files, no byte code" \
+  bash -c "test -x '$dashboard_stage/usr/bin/accmon-dashboard' && test -f '$dashboard_site/accmon_dashboard/static/dashboard.js' &&
+  ! find '$dashboard_stage' -name __pycache__ -o -name '*.pyc' | grep -q ."
+dashboard_unit=$dashboard_stage/usr/lib/systemd/system/accmon-dashboard.service
+check "systemd-analyze verify accmon-dashboard.service" \
+  unshare -m sh -ec 'mount -t overlay overlay -o "lowerdir=$0/usr/bin:/usr/bin" /usr/bin
+    MANPATH="$0/usr/share/man" exec systemd-analyze verify "$1"' "$dashboard_stage" "$dashboard_unit"
+exposure=$(systemd-analyze security --offline=yes "$dashboard_unit" 2>&1 | sed -n 's/.*Overall exposure level for accmon-dashboard.service: \([0-9.]*\).*/\1/p')
+if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e <= 1.5) }'; then
+  pass "systemd-analyze security --offline=yes accmon-dashboard.service: exposure $exposure (at most 1.5)"
+else
+  fail "systemd-analyze security --offline=yes accmon-dashboard.service: exposure '${exposure:-?}' (at most 1.5)"
+fi
+check "accmon-dashboard.service: DynamicUser=yes, SupplementaryGroups=accmon, no restart on a bad configuration" \
+  grep -qzP 'RestartPreventExitStatus=64 65 69 77\n(.|\n)*DynamicUser=yes\nSupplementaryGroups=accmon\n' "$dashboard_unit"
 
 # --- the binaries: static Swift runtime, stripped, hardened ----------------------------------------------------
 for binary in usr/sbin/accmond usr/bin/accmon usr/sbin/accmon-mqtt usr/lib/accmon/accmon-nodes; do
@@ -144,8 +173,9 @@ check "accmon-nodes.socket: /run/accmon-nodes.sock, accmond's alone (mode 0600)"
 check "the udev rule 72-accmon-claims.rules is shipped" test -f "$stage/usr/lib/udev/rules.d/72-accmon-claims.rules"
 
 # --- man pages and completion --------------------------------------------------------------------------------------
-for page in man8/accmond.8 man1/accmon.1 man5/accmon-manifest.5 man8/accmon-mqtt.8; do
+for page in man8/accmond.8 man1/accmon.1 man5/accmon-manifest.5 man8/accmon-mqtt.8 man1/accmon-dashboard.1; do
   file=$stage/usr/share/man/$page.gz
+  [ -f "$file" ] || file=$dashboard_stage/usr/share/man/$page.gz
   check "man page $page renders without warnings" bash -c \
     "test -f '$file' && test -z \"\$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z '$file' 2>&1 >/dev/null)\""
 done
@@ -155,6 +185,10 @@ check "accmond(8) documents every option of accmond --help" bash -c \
 bridge_options=$("$stage/usr/sbin/accmon-mqtt" --help | grep -oE '^ +--[a-z-]+' | tr -d ' ')
 check "accmon-mqtt(8) documents every option of accmon-mqtt --help" bash -c \
   "text=\$(zcat '$stage/usr/share/man/man8/accmon-mqtt.8.gz' | sed 's/\\\\-/-/g'); for o in $(echo $bridge_options); do grep -q -- \"\$o\" <<<\"\$text\" || { echo \"missing \$o\"; exit 1; }; done"
+dashboard_options=$(PYTHONPATH=$dashboard_site /usr/bin/python3 "$dashboard_stage/usr/bin/accmon-dashboard" --help |
+  grep -oE '^ +--[a-z-]+' | tr -d ' ')
+check "accmon-dashboard(1) documents every option of accmon-dashboard --help ($(echo $dashboard_options | wc -w) options)" bash -c \
+  "[ -n '$(echo $dashboard_options)' ] && text=\$(zcat '$dashboard_stage/usr/share/man/man1/accmon-dashboard.1.gz' | sed 's/\\\\-/-/g'); for o in $(echo $dashboard_options); do grep -q -- \"\$o\" <<<\"\$text\" || { echo \"missing \$o\"; exit 1; }; done"
 accmon_commands=$("$stage/usr/bin/accmon" --help | sed -n '/^Commands:/,/^$/p' | awk 'NF > 1 { print $1 }')
 check "accmon(1) documents every command of accmon --help" bash -c \
   "text=\$(zcat '$stage/usr/share/man/man1/accmon.1.gz'); for c in $(echo $accmon_commands); do grep -q \"^\\.SS accmon \$c\" <<<\"\$text\" || { echo \"missing \$c\"; exit 1; }; done"
@@ -201,14 +235,15 @@ snapshot >"$work/before.txt"
 groups_before=$(cut -d: -f1 "$root/etc/group" | sort | tr '\n' ' ')
 users_before=$(cut -d: -f1 "$root/etc/passwd" | sort | tr '\n' ' ')
 
-cp "$deb" "$python_deb" "$root/tmp/"
-in_root dpkg -i "/tmp/$(basename "$deb")" "/tmp/$(basename "$python_deb")" >"$work/dpkg-i.log" 2>&1 ||
+cp "$deb" "$python_deb" "$dashboard_deb" "$root/tmp/"
+in_root dpkg -i "/tmp/$(basename "$deb")" "/tmp/$(basename "$python_deb")" "/tmp/$(basename "$dashboard_deb")" \
+  >"$work/dpkg-i.log" 2>&1 ||
   info "dpkg -i left dependencies to apt-get -f install"
 # Without recommends: python3 recommends ca-certificates, which apt itself recommends too, so autoremove would keep it
 # after the purge below and the leftover check would see its files.
-check "dpkg -i of both packages plus apt-get -f install in a minbase chroot" \
+check "dpkg -i of the three packages plus apt-get -f install in a minbase chroot" \
   in_root apt-get -f install -y -q --no-install-recommends
-for package in accmon python3-accmon; do
+for package in accmon python3-accmon accmon-dashboard; do
   check "$package is installed" bash -c "[ \"\$(chroot '$root' dpkg-query -W -f='\${Status}' $package)\" = 'install ok installed' ]"
 done
 check "python3-accmon: postinst byte-compiled the modules (py3compile)" \
@@ -240,6 +275,13 @@ check "accmon --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/bin/a
 check "accmon-nodes --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/lib/accmon/accmon-nodes --version)\" = 'accmon-nodes $version' ]"
 check "postinst enabled accmon-nodes.socket (deb-systemd-helper)" \
   test -L "$root/etc/systemd/system/sockets.target.wants/accmon-nodes.socket"
+check "accmon-dashboard: postinst byte-compiled the modules (py3compile)" \
+  bash -c "ls '$root'/usr/lib/python3/dist-packages/accmon_dashboard/__pycache__/model.*.pyc"
+check "/etc/accmon/dashboard.json is a conffile" bash -c "chroot '$root' dpkg-query -W -f='\${Conffiles}' accmon-dashboard | grep -q /etc/accmon/dashboard.json"
+check "accmon-dashboard.service is not enabled by the package" \
+  bash -c "! ls '$root'/etc/systemd/system/*.wants/accmon-dashboard.service 2>/dev/null | grep -q ."
+check "accmon-dashboard --check accepts the shipped dashboard.json and finds accmon next to itself, as nobody" bash -c \
+  "chroot --userspec=nobody:nogroup '$root' /usr/bin/accmon-dashboard --check | grep -qx 'ok: this host (.*), through /usr/bin/accmon; listen 127.0.0.1:8090; credentials: none'"
 
 # --- accmond in the chroot under systemd-socket-activate, with NOTIFY_SOCKET --------------------------------------
 mkdir -p "$root/run/accmon"
@@ -272,6 +314,25 @@ check "python3 -m accmon list in the chroot: the same as accmon list" bash -c \
   "[ \"\$(chroot '$root' python3 -m accmon list)\" = \"\$(chroot '$root' accmon list)\" ]"
 check "python3 -m accmon status --json in the chroot" bash -c \
   "chroot '$root' python3 -m accmon status --json | grep -q '\"daemonVersion\":\"$version\"'"
+# The dashboard in the chroot, on this host's accmond (local mode), on a free port of the host's network.
+dashboard_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+chroot "$root" env -i PATH=/usr/bin:/bin /usr/bin/accmon-dashboard --listen "127.0.0.1:$dashboard_port" \
+  >"$work/dashboard.log" 2>&1 &
+dashboard=$!
+dashboard_answers() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" 2>/dev/null; }
+for _ in $(seq 250); do dashboard_answers "http://127.0.0.1:$dashboard_port/healthz" && break; sleep 0.04; done
+check "accmon-dashboard in the chroot: /healthz answers 200 (its accmon watch reads the activated accmond)" \
+  dashboard_answers "http://127.0.0.1:$dashboard_port/healthz"
+check "accmon-dashboard in the chroot: /metrics says the host is online" python3 -c '
+import re, sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
+sys.exit(0 if re.search(r"^accmon_host_online\{host=\"[^\"]+\"\} 1$", text, re.M) else text)' \
+  "http://127.0.0.1:$dashboard_port/metrics"
+kill -TERM "$dashboard" 2>/dev/null
+wait "$dashboard"
+check "accmon-dashboard exits 0 on SIGTERM" test "$?" = 0
+dashboard=
+sed 's/^/     dashboard: /' "$work/dashboard.log" | head -4
 check "python3 -m accmon wait --timeout 0.2 in the chroot: nothing is allowed, so exit 75" bash -c \
   "chroot '$root' python3 -m accmon wait --timeout 0.2; [ \$? = 75 ]"
 # accmon.simulator (the pytest plugin's daemon) finds the packaged /usr/sbin/accmond off PATH, runs it with
@@ -326,6 +387,7 @@ sed 's/^/     accmon-nodes: /' "$work/accmon-nodes.log" | grep -v '^     accmon-
 rm -f "$root/run/accmon-nodes.sock"
 
 # --- purge ---------------------------------------------------------------------------------------------------------
+check "dpkg --purge accmon-dashboard (prerm removes the byte code: py3clean)" in_root dpkg --purge accmon-dashboard
 check "dpkg --purge python3-accmon (prerm removes the byte code: py3clean)" in_root dpkg --purge python3-accmon
 check "dpkg --purge accmon" in_root dpkg --purge accmon
 check "prerm restored the held node exactly (root:dialout 0660, no ACL)" bash -c \
@@ -333,10 +395,10 @@ check "prerm restored the held node exactly (root:dialout 0660, no ACL)" bash -c
 rm -f "$node" "$root/run/udev/data/c1:3"
 rmdir "$root/run/udev/data" "$root/run/udev" 2>/dev/null
 check "the package is gone from dpkg's database" bash -c "! chroot '$root' dpkg-query -W -f='\${Status}' accmon 2>/dev/null | grep -q ."
-rm -f "$root/tmp/$(basename "$deb")" "$root/tmp/$(basename "$python_deb")"
-# What apt-get -f install pulled in for accmon (libssl3, for the descriptor hash) is marked automatic: autoremove
-# takes it away again, as on any Debian system.
-check "apt-get autoremove --purge removes the dependencies installed for accmon" \
+rm -f "$root/tmp/$(basename "$deb")" "$root/tmp/$(basename "$python_deb")" "$root/tmp/$(basename "$dashboard_deb")"
+# What apt-get -f install pulled in for accmon (libssl3, for the descriptor hash) and the dashboard (python3-aiohttp)
+# is marked automatic: autoremove takes it away again, as on any Debian system.
+check "apt-get autoremove --purge removes the dependencies installed for accmon and the dashboard" \
   in_root apt-get autoremove --purge -y -q
 snapshot >"$work/after.txt"
 # The group and the users accmond and accmon-mqtt are kept on purpose (see debian/postrm); /etc/group, /etc/passwd

@@ -4,7 +4,9 @@
 # each as a transient unit of the container's own systemd. Needs root and systemd-nspawn (the Makefile's
 # deps-systemd-test target installs it).
 #
-# Usage: test-systemd.sh DEB BUILD_DIR
+# Usage: test-systemd.sh DEB BUILD_DIR [DASHBOARD_DEB]
+# DASHBOARD_DEB (default: accmon-dashboard_<version>_all.deb next to DEB) is at /testdata/accmon-dashboard.deb for
+# its check (96-dashboard.sh); its dependencies are in the root too.
 # Prints one PASS or FAIL line per check and a closing "N passed, N failed" line; exits non-zero on any failure.
 #
 # The root file system (a minbase bookworm, see chroot-cache.sh, plus systemd, systemd-sysv, dbus, polkitd and the
@@ -15,6 +17,7 @@
 set -uo pipefail
 deb=$(realpath "${1:?usage: test-systemd.sh DEB BUILD_DIR}")
 BUILD_DIR=$(realpath "${2:?usage: test-systemd.sh DEB BUILD_DIR}")
+dashboard_deb=$(realpath -m "${3:-$(dirname "$deb")/accmon-dashboard_$(dpkg-deb -f "$deb" Version)_all.deb}")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/chroot-cache.sh"
 work=$BUILD_DIR/systemd-test
@@ -97,6 +100,10 @@ done
 
 # --- the root: cached tarball, extracted once -------------------------------------------------------------------
 depends=$(dpkg-deb -f "$deb" Depends)
+# The dashboard's dependencies but accmon itself (the .deb under test).
+[ -f "$dashboard_deb" ] || { fail "no dashboard package at $dashboard_deb"; finish; }
+depends="$depends, $(dpkg-deb -f "$dashboard_deb" Depends | tr ',' '\n' | sed 's/^ *//' | grep -v '^accmon ' | paste -sd, |
+  sed 's/,/, /g')"
 key=$(printf '%s\n' "$root_recipe" "${root_packages[*]}" "$depends" | sha256sum | cut -c1-12)
 cache=$BUILD_DIR/chroot-cache/bookworm-systemd-$key.tar
 root=$work/root-$key
@@ -144,7 +151,8 @@ fi
 
 # What the container sees read-only at /testdata: the .deb and the in-container harness.
 testdata=$work/testdata
-rm -rf "$testdata" && mkdir -p "$testdata" && cp "$deb" "$testdata/accmon.deb" && cp -r "$here/systemd-test" "$testdata/harness"
+rm -rf "$testdata" && mkdir -p "$testdata" && cp "$deb" "$testdata/accmon.deb" &&
+  cp "$dashboard_deb" "$testdata/accmon-dashboard.deb" && cp -r "$here/systemd-test" "$testdata/harness"
 
 # --- boot -----------------------------------------------------------------------------------------------------------
 launcher='' nspawn='' pid1='' pidns=''
