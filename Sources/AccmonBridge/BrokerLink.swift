@@ -224,6 +224,8 @@ final class BrokerLink {
             return [.published(messageID: messageID, error: error)]
         case .message(let topic, let payload, _):
             return message(topic: topic, payload: payload, now: now)
+        case .unsubscribed:
+            break
         }
         return []
     }

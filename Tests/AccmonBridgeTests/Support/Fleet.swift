@@ -8,7 +8,7 @@ func fleetState(
     _ broker: Mosquitto, settings: BrokerSettings? = nil, prefix: String = "accmon"
 ) async throws -> FleetState {
     let settings = try settings ?? BrokerSettings(address: BrokerAddress.parse(broker.url).get(), keepAliveSeconds: 5)
-    return try await FleetReader.state(settings: settings, topics: FleetTopics(prefix: prefix))
+    return try await FleetReader.state(settings: settings, topics: FleetTopics(prefix: prefix)).state
 }
 
 /// How the broker's retained state differs from the hosts' truths (each host's accessories, status online unless
