@@ -90,6 +90,9 @@ struct FleetReadPlan {
     /// The messages a window expects for `host`: its status and its accessory topics.
     func size(of host: Host) -> Int { 1 + (host.expected ?? estimate) }
 
+    /// Whether the next window is within the budget (not a host bigger than it, alone).
+    var nextWindowFits: Bool { !isEmpty && size(of: queue[head]) <= budget }
+
     /// The next window: hosts from the front of the queue while they fit the budget (at least one).
     mutating func nextWindow() -> [Host] {
         guard !isEmpty else { return [] }

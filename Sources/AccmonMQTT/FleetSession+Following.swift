@@ -71,6 +71,10 @@ extension FleetSession {
     /// A message on a fleet topic: to the window reading its host, else to what is shown.
     func message(_ topic: FleetTopics.Topic, payload: [UInt8]) {
         let level = topic.hostLevel
+        if ahead?.levels.contains(level) == true, topic.isHostTopic {
+            _ = ahead!.fresh.apply(topic, payload: payload)
+            return
+        }
         if window != nil {
             switch window!.kind {
             case .index:

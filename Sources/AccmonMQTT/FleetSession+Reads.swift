@@ -26,12 +26,23 @@ extension FleetSession {
         // What came before is of no host yet read (FleetSession+Following.swift, closeInterval).
         watching.previousInterval = 0
         watching.sinceMarker = 0
-        while !plan.isEmpty {
-            try startHostWindow(plan.nextWindow())
-            try run { window == nil }
+        while !plan.isEmpty || window != nil {
+            if window == nil || chainDue { try startHostWindow(plan.nextWindow()) }
+            try run { window == nil || chainDue }
         }
         changes = []
         phase = .following
+    }
+
+    /// Whether `list` starts the next window now: the oldest window's SUBACK came, so its messages are coming, and
+    /// the next window's will be queued behind them; both fit the broker's queue (``budget``). The broker then
+    /// prepares a window while this reader reads the one before. Not while following (the intervals between markers
+    /// must not overlap there), nor for a window bigger than the budget.
+    private var chainDue: Bool {
+        guard !follows, ahead == nil, let window, window.subscribed, window.markerAfter == nil, !plan.isEmpty,
+            case .hosts = window.kind
+        else { return false }
+        return plan.nextWindowFits
     }
 
     /// Every status in one read; when that read may have lost some, the host index too.
@@ -107,7 +118,7 @@ extension FleetSession {
             break
         }
         if !filters.isEmpty {
-            _ = try client.subscribe(filters)
+            window.subscribeID = try client.subscribe(filters)
             packets += 1  // the SUBACK
         }
         if packets + Self.uncountedPackets < brokerQueue {
@@ -115,7 +126,7 @@ extension FleetSession {
         } else {
             window.markerAfter = packets
         }
-        self.window = window
+        if self.window == nil { self.window = window } else { ahead = window }
     }
 
     /// A window of whole hosts: each host's status and accessory topics, subscribed together so that the count the
@@ -135,7 +146,8 @@ extension FleetSession {
     /// Ends the window whose end marker came back: whether it can have lost a message, what its hosts are.
     func finishWindow() {
         guard let window else { return }
-        self.window = nil
+        self.window = ahead
+        ahead = nil
         let underQueue = window.packets + Self.uncountedPackets < brokerQueue
         let complete = window.endedWith == 0 && underQueue
         if window.endedWith != 0, underQueue { learnSmallerQueue(window.packets) }
@@ -176,8 +188,11 @@ extension FleetSession {
                         + "\(received + Self.uncountedPackets), or update the host's accmon-mqtt (docs/MQTT.md §5)")
             }
             watching.lastRecheck[level] = now
-            let shown = state.replaceHost(level: level, with: fresh.hosts[level])
-            if phase == .following { changes += shown }
+            if phase == .following {
+                changes += state.replaceHost(level: level, with: fresh.hosts[level])
+            } else {
+                state.setHost(level: level, to: fresh.hosts[level])
+            }
         }
     }
 

@@ -23,6 +23,9 @@ struct FleetWindow {
     /// Whether the filters stay subscribed once read (to follow changes).
     var keep: Bool
     var number: Int
+    /// The message id of its SUBSCRIBE, and whether the SUBACK came.
+    var subscribeID: Int32?
+    var subscribed = false
     /// The packets received since the SUBSCRIBE was sent.
     var packets = 0
     /// For a window bigger than the broker's queue: the packets after which its first end marker goes (sent at once,
@@ -64,7 +67,9 @@ final class FleetSession {
     var state: FleetState
     var plan: FleetReadPlan
     var phase = Phase.connecting
+    /// The oldest window open, and the next one when it started before the oldest ended (`list`: FleetSession+Reads).
     var window: FleetWindow?
+    var ahead: FleetWindow?
     var windowNumber = 0
     /// The last window finished, and whether nothing can have been dropped in it.
     var finished: (window: FleetWindow, complete: Bool)?
@@ -94,17 +99,16 @@ final class FleetSession {
         self.follows = follows
         state = FleetState(topics: topics)
         brokerQueue = options.brokerQueue
-        plan = FleetReadPlan(budget: Self.budget(brokerQueue, follows: follows))
+        plan = FleetReadPlan(budget: Self.budget(brokerQueue))
     }
 
-    /// The messages a window may expect: the broker's queue, less the packets not counted and a tenth for the
-    /// changes that arrive meanwhile; half that while following, so that two windows in a row stay under the queue
-    /// (a drop shows in two consecutive intervals, FleetSession+Following.swift).
-    static func budget(_ brokerQueue: Int, follows: Bool = false) -> Int {
-        (brokerQueue - uncountedPackets) * 9 / (follows ? 20 : 10)
-    }
+    /// The messages a window may expect: half the broker's queue, less the packets not counted and a tenth for the
+    /// changes that arrive meanwhile. Half, so that two windows in a row fit the queue: `list` starts a window before
+    /// the one before it ends (FleetSession+Reads.swift), and while following a drop shows in two consecutive
+    /// intervals (FleetSession+Following.swift).
+    static func budget(_ brokerQueue: Int) -> Int { (brokerQueue - uncountedPackets) * 9 / 20 }
 
-    var budget: Int { Self.budget(brokerQueue, follows: follows) }
+    var budget: Int { Self.budget(brokerQueue) }
 
     func readOnce() -> Result<FleetReadResult, MQTTError> {
         defer { client?.disconnect() }
@@ -123,6 +127,7 @@ final class FleetSession {
         connected = false
         failure = nil
         window = nil
+        ahead = nil
         phase = .connecting
         pendingUnsubscribe = []
         watching = Watching()
@@ -194,15 +199,16 @@ final class FleetSession {
     private func advance(now: UInt64) throws(MQTTError) -> UInt64 {
         if let stepDeadline, now >= stepDeadline { throw noAnswer() }
         if phase == .following, window == nil, let due = try startFollowingRead(now: now) { return due }
-        guard var window else { return now + 1_000_000_000 }
-        let idle = now - min(window.lastPacket, now)
+        // The newest window's marker: when it comes back, an older marker that did not was dropped.
+        guard var newest = ahead ?? window else { return now + 1_000_000_000 }
+        let idle = now - min(newest.lastPacket, now)
         if idle >= Self.answerTimeout { throw noAnswer() }
-        let mayHaveDropped = window.packets + Self.uncountedPackets >= brokerQueue
+        let mayHaveDropped = newest.packets + Self.uncountedPackets >= brokerQueue
         let retry = mayHaveDropped ? Self.markerRetryAfterDrop : Self.markerRetry
         if idle >= retry {
-            try sendMarker(&window)
-            window.lastPacket = now
-            self.window = window
+            try sendMarker(&newest)
+            newest.lastPacket = now
+            if ahead != nil { ahead = newest } else { window = newest }
         }
         return now + retry
     }
@@ -230,6 +236,8 @@ final class FleetSession {
         case .subscribed(let messageID, let refused):
             countPacket()
             if messageID == awaitedSubscription { awaitedSubscription = nil }
+            if messageID == window?.subscribeID { window?.subscribed = true }
+            if messageID == ahead?.subscribeID { ahead?.subscribed = true }
             if !refused.isEmpty {
                 failure =
                     failure
@@ -265,6 +273,10 @@ final class FleetSession {
         let now = monotonicNanoseconds()
         watching.sinceMarker += 1
         watching.lastPacket = now
+        if ahead != nil {
+            ahead!.packets += 1
+            ahead!.lastPacket = now
+        }
         guard window != nil else { return }
         window!.packets += 1
         window!.lastPacket = now
@@ -282,10 +294,18 @@ final class FleetSession {
         }
         guard let window else { return }
         let words = String(decoding: payload, as: UTF8.self).split(separator: " ")
-        guard words.count == 3, words[0] == nonce, Int(words[1]) == window.number, let resend = Int(words[2]) else {
+        guard words.count == 3, words[0] == nonce, let number = Int(words[1]), let resend = Int(words[2]) else {
             return
         }
-        self.window?.endedWith = resend
-        finishWindow()
+        if number == window.number {
+            self.window?.endedWith = resend
+            finishWindow()
+        } else if number == ahead?.number {
+            // The oldest window's markers came back before this one, or were dropped.
+            self.window?.endedWith = window.markersSent
+            finishWindow()
+            self.window?.endedWith = resend
+            finishWindow()
+        }
     }
 }

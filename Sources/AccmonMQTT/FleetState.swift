@@ -90,9 +90,9 @@ public struct FleetState: Sendable, Hashable {
         return old.changes(to: new)
     }
 
-    /// Forgets every host but those `keep` accepts (by topic level).
-    public mutating func keepHosts(where keep: (String) -> Bool) {
-        hosts = hosts.filter { keep($0.key) }
+    /// Sets what is known of one host (`nil`: forgets it), without working out what changed.
+    public mutating func setHost(level: String, to host: FleetHost?) {
+        hosts[level] = host
     }
 
     /// What a watcher who saw this state must be told so that it sees `newer`: disconnections first, then status

@@ -82,6 +82,11 @@ public struct FleetTopics: Sendable, Hashable {
         /// `<prefix>/$hosts/<bucket>/<host>`: an entry of the host index.
         case indexEntry(hostLevel: String)
 
+        /// Whether the topic is one of the host's own (its status or one of its retained families).
+        public var isHostTopic: Bool {
+            if case .indexEntry = self { false } else { true }
+        }
+
         /// The level of the host the topic belongs to.
         public var hostLevel: String {
             switch self {

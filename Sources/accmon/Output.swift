@@ -73,15 +73,28 @@ func quotedIfNeeded(_ text: String) -> String {
 
 /// A table with left-aligned columns.
 func table(_ header: [String], _ rows: [[String]]) -> String {
-    var widths = header.map(\.count)
+    var widths = header.map(displayWidth)
     for row in rows {
-        for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+        for (index, cell) in row.enumerated() { widths[index] = max(widths[index], displayWidth(cell)) }
     }
-    func line(_ cells: [String]) -> String {
-        cells.enumerated().map { index, cell in index == cells.count - 1 ? cell : cell.padding(widths[index]) }
-            .joined(separator: "  ") + "\n"
+    // Built as bytes: a fleet's table has tens of thousands of rows.
+    var out: [UInt8] = []
+    out.reserveCapacity((widths.reduce(0, +) + 2 * widths.count + 1) * (rows.count + 1))
+    for row in [header] + rows {
+        for (index, cell) in row.enumerated() {
+            out.append(contentsOf: cell.utf8)
+            guard index < row.count - 1 else { break }
+            let pad = widths[index] - displayWidth(cell) + 2
+            out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: pad))
+        }
+        out.append(UInt8(ascii: "\n"))
     }
-    return ([header] + rows).map(line).joined()
+    return String(decoding: out, as: UTF8.self)
+}
+
+/// The columns a cell takes: its characters (grapheme clusters), counted by its bytes when it is ASCII.
+private func displayWidth(_ cell: String) -> Int {
+    cell.utf8.allSatisfy { $0 < 0x80 } ? cell.utf8.count : cell.count
 }
 
 /// Stable, sorted-key JSON for `--json` output, one line.
