@@ -79,8 +79,11 @@ public struct HostStatus: Codable, Sendable, Hashable {
         }
     }
 
-    /// The status in `payload`, or `nil` when it is not one (someone else wrote the topic).
+    /// The status in `payload`, or `nil` when it is not one (someone else wrote the topic): the bridge's form read
+    /// directly (``HostStatusReader``), anything else through JSONDecoder.
     public static func decode(_ payload: [UInt8]) -> HostStatus? {
-        try? JSONDecoder().decode(HostStatus.self, from: Data(payload))  // try?: not a status is nil, by contract
+        if let status = HostStatusReader.status(payload) { return status }
+        // try?: not a status is nil, by contract.
+        return try? JSONDecoder().decode(HostStatus.self, from: Data(payload))
     }
 }
