@@ -11,10 +11,11 @@
 #       client); otherwise says what is missing on stderr and exits 1
 #
 # Environment: BENCH_REPEATS (default 3; fan-out at least 11, start-up at least 5), BENCH_FANOUT_COUNTS (default
-# 1,10,100,1000), BENCH_MQTT_OUTAGE (seconds, default 600), BENCH_HOSTILE_SECONDS (seconds per attack, default 20).
+# 1,10,100,1000), BENCH_MQTT_OUTAGE (seconds, default 600), BENCH_HOSTILE_SECONDS (seconds per attack, default 20),
+# BENCH_SCALE_HOSTS and BENCH_SCALE_ACCESSORIES (the scale suite's fleet, default 500 x 100).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SUITES="stream fanout memory startup instructions sysfs python mqtt hostile"
+SUITES="stream fanout memory startup instructions sysfs python mqtt scale hostile"
 
 supports() {
     local suite=$1 bin=$2 source=$3
@@ -22,6 +23,7 @@ supports() {
         stream|fanout|memory|startup|instructions|sysfs) [ -x "$bin/accmond" ] && [ -x "$bin/accmon" ] ;;
         python) [ -d "$source/clients/python/src/accmon" ] || { echo "no clients/python in $source" >&2; return 1; } ;;
         mqtt) [ -x "$bin/accmon-mqtt" ] || { echo "no accmon-mqtt in $bin" >&2; return 1; } ;;
+        scale) "$bin/accmon" list --help 2>&1 | grep -q -- '--broker' || { echo "no accmon list --broker in $bin" >&2; return 1; } ;;
         hostile)
             # The attacks need the limits of issue 21 (without them accmond has no answer to the fd-limit attack).
             "$bin/accmond" --help 2>&1 | grep -q -- '--max-connections-per-user' \
@@ -45,6 +47,8 @@ run() {
                     --python-source "$source/clients/python/src" ;;
         mqtt) /usr/bin/python3 "$here/mqtt.py" "$bin" "$tools" --repeats "$repeats" \
                   --outage-seconds "${BENCH_MQTT_OUTAGE:-600}" ;;
+        scale) /usr/bin/python3 "$here/scale.py" "$bin" "$tools" --repeats "$repeats" \
+                   --hosts "${BENCH_SCALE_HOSTS:-500}" --accessories "${BENCH_SCALE_ACCESSORIES:-100}" ;;
         hostile) /usr/bin/python3 "$here/hostile.py" "$bin" --attack-seconds "${BENCH_HOSTILE_SECONDS:-20}" ;;
         *) echo "bench: unknown suite '$suite' ($SUITES)" >&2; return 64 ;;
     esac
