@@ -115,14 +115,6 @@ func fleetError(_ error: MQTTError) -> AccmonError {
     }
 }
 
-/// The fleet's hosts as `--json` shows them, filtered.
-struct FleetHostOutput: Encodable {
-    var host: String
-    var state: String
-    var status: HostStatus?
-    var accessories: [Accessory]
-}
-
 extension FleetOptions {
     func output(_ state: FleetState, _ filter: AccessoryFilter) -> [FleetHostOutput] {
         state.sortedHosts.filter { shows(host: $0.name) }.map { host in
@@ -144,11 +136,7 @@ extension FleetOptions {
         for warning in read.warnings { writeError(warning + "\n") }
         let hosts = output(read.state, filter)
         if json {
-            struct Output: Encodable {
-                var version = jsonOutputVersion
-                var hosts: [FleetHostOutput]
-            }
-            writeOut(jsonLine(Output(hosts: hosts)))
+            writeOut(FleetHostOutput.jsonLine(hosts, then: #","version":\#(jsonOutputVersion)}"#))
             try incompleteness(read)
             return
         }
@@ -184,11 +172,7 @@ extension FleetOptions {
                 switch update {
                 case .state(let state):
                     if json {
-                        struct Line: Encodable {
-                            var type = "fleet"
-                            var hosts: [FleetHostOutput]
-                        }
-                        writeOut(jsonLine(Line(hosts: shown.output(state, filter))))
+                        writeOut(FleetHostOutput.jsonLine(shown.output(state, filter), then: #","type":"fleet"}"#))
                     } else {
                         for host in shown.output(state, filter) {
                             writeOut(statusLine(host.host, host.status, style: style))

@@ -57,7 +57,8 @@ func humanLine(
 
 /// Quotes text with spaces or control characters, so that each field stays one token.
 func quotedIfNeeded(_ text: String) -> String {
-    let plain = text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0 != "\"" && $0.value != 0x7F }
+    // By bytes: every byte of a multibyte UTF-8 sequence is 0x80 or more, so this is the same test on scalars.
+    let plain = text.utf8.allSatisfy { $0 > 0x20 && $0 != UInt8(ascii: "\"") && $0 != 0x7F }
     if plain { return text }
     var quoted = "\""
     for scalar in text.unicodeScalars {

@@ -164,3 +164,31 @@ private struct WatcherView: Equatable {
         #expect(other.apply(topic: topic, payload: Array(reordered)) == [.connected(host: "h", accessory)])
     }
 }
+
+/// The fleet's JSON line, written directly, is byte for byte what JSONEncoder writes (sorted keys, slashes as they
+/// are), for any hosts and accessories.
+@Test func theFleetsJSONLineIsWhatJSONEncoderWrites() throws {
+    var random = SplitMix64(seed: SplitMix64.testSeed())
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    struct Line: Encodable {
+        var hosts: [FleetHostOutput]
+        var type = "fleet"
+    }
+    for _ in 0..<300 {
+        let hosts = (0..<random.next(below: 4)).map { _ in
+            FleetHostOutput(
+                host: Fixtures.randomText(using: &random), state: Bool.random(using: &random) ? "online" : "unknown",
+                status: Bool.random(using: &random)
+                    ? HostStatus(
+                        state: .offline, host: Fixtures.randomText(using: &random), machineID: "m/1", runID: "r",
+                        since: 1_796_144_465.2613926, bridge: "0.1.0", reason: "stopped") : nil,
+                accessories: (0..<random.next(below: 4)).map { _ in Fixtures.randomAccessory(using: &random) })
+        }
+        let expected = Array(try encoder.encode(Line(hosts: hosts))) + [UInt8(ascii: "\n")]
+        let written = FleetHostOutput.jsonLine(hosts, then: #","type":"fleet"}"#)
+        #expect(
+            written == expected,
+            "\(String(decoding: written, as: UTF8.self))\n\(String(decoding: expected, as: UTF8.self))")
+    }
+}
