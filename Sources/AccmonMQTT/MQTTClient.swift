@@ -248,9 +248,12 @@ public final class MQTTClient {
     }
 
     private func installCallbacks() {
-        mosquitto_connect_v5_callback_set(handle) { _, userdata, reasonCode, _, _ in
-            let client = MQTTClient.client(userdata)
+        mosquitto_connect_v5_callback_set(handle) { handle, _, reasonCode, _, _ in
+            let client = MQTTClient.client(mosquitto_userdata(handle))
             client.accepted = reasonCode == 0
+            // libmosquitto formats every log line (one per packet) before calling back, whatever its level; the
+            // callback is for the reason of a failed connection (OpenSSL's, for one), so it goes once connected.
+            if reasonCode == 0 { mosquitto_log_callback_set(handle, nil) }
             client.events.append(.connected(error: reasonCode == 0 ? nil : client.refusal(reasonCode)))
         }
         mosquitto_disconnect_v5_callback_set(handle) { _, userdata, status, _ in

@@ -140,18 +140,24 @@ extension FleetOptions {
             try incompleteness(read)
             return
         }
-        var rows: [[String]] = []
+        var cells: [String] = []
+        cells.reserveCapacity(8 * hosts.reduce(0) { $0 + max($1.accessories.count, 1) })
         for host in hosts {
-            if host.accessories.isEmpty { rows.append([host.host, host.state, "-", "-", "-", "-", "-", "-"]) }
+            if host.accessories.isEmpty { cells += [host.host, host.state, "-", "-", "-", "-", "-", "-"] }
             for accessory in host.accessories {
-                rows.append([
-                    host.host, host.state, accessory.connectionID.description, accessory.kind.rawValue, accessory.usbID,
-                    quotedIfNeeded(accessory.name), quotedIfNeeded(accessory.serialNumber),
-                    accessory.deviceNodes.joined(separator: ","),
-                ])
+                cells.append(host.host)
+                cells.append(host.state)
+                cells.append(accessory.connectionID.description)
+                cells.append(accessory.kind.rawValue)
+                cells.append(accessory.usbID)
+                cells.append(quotedIfNeeded(accessory.name))
+                cells.append(quotedIfNeeded(accessory.serialNumber))
+                cells.append(
+                    accessory.deviceNodes.count == 1
+                        ? accessory.deviceNodes[0] : accessory.deviceNodes.joined(separator: ","))
             }
         }
-        writeOut(table(["HOST", "STATE", "CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"], rows))
+        writeOut(table(["HOST", "STATE", "CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"], cells: cells))
         try incompleteness(read)
     }
 

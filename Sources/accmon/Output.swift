@@ -78,19 +78,38 @@ func table(_ header: [String], _ rows: [[String]]) -> String {
     for row in rows {
         for (index, cell) in row.enumerated() { widths[index] = max(widths[index], displayWidth(cell)) }
     }
-    // Built as bytes: a fleet's table has tens of thousands of rows.
     var out: [UInt8] = []
-    out.reserveCapacity((widths.reduce(0, +) + 2 * widths.count + 1) * (rows.count + 1))
     for row in [header] + rows {
         for (index, cell) in row.enumerated() {
             out.append(contentsOf: cell.utf8)
             guard index < row.count - 1 else { break }
-            let pad = widths[index] - displayWidth(cell) + 2
-            out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: pad))
+            out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: widths[index] - displayWidth(cell) + 2))
         }
         out.append(UInt8(ascii: "\n"))
     }
     return String(decoding: out, as: UTF8.self)
+}
+
+/// The table of `header`'s columns whose rows are `cells`, row after row, `header.count` cells each, as bytes: a
+/// fleet's table has tens of thousands of rows.
+func table(_ header: [String], cells: [String]) -> [UInt8] {
+    let columns = header.count
+    var widths = header.map(displayWidth)
+    for (index, cell) in cells.enumerated() {
+        widths[index % columns] = max(widths[index % columns], displayWidth(cell))
+    }
+    var out: [UInt8] = []
+    out.reserveCapacity((widths.reduce(0, +) + 2 * columns + 1) * (cells.count / max(columns, 1) + 1))
+    for (index, cell) in (header + cells).enumerated() {
+        let column = index % columns
+        out.append(contentsOf: cell.utf8)
+        if column == columns - 1 {
+            out.append(UInt8(ascii: "\n"))
+        } else {
+            out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: widths[column] - displayWidth(cell) + 2))
+        }
+    }
+    return out
 }
 
 /// The columns a cell takes: its characters (grapheme clusters), counted by its bytes when it is ASCII.
