@@ -61,6 +61,8 @@ final class FleetSession {
     /// Whether the session follows changes after its first read (`watch`), so keeps what it subscribed to.
     let follows: Bool
     let clientID = "accmon-cli-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+    /// The topic of this reader's end markers (compared with every message's).
+    let markerTopic: String
     /// Tells this session's end markers from an earlier one's with the same client id.
     let nonce = String(UInt64.random(in: 0...UInt64.max), radix: 16)
     var client: MQTTClient?
@@ -97,6 +99,7 @@ final class FleetSession {
         self.topics = topics
         self.options = options
         self.follows = follows
+        markerTopic = topics.readerSync(clientID: clientID)
         state = FleetState(topics: topics)
         brokerQueue = options.brokerQueue
         plan = FleetReadPlan(budget: Self.budget(brokerQueue))
@@ -137,11 +140,11 @@ final class FleetSession {
         self.client = client
         try client.connect(address: settings.address, keepAliveSeconds: settings.keepAliveSeconds)
         try waitFor { connected }
-        try subscribe([topics.readerSync(clientID: clientID)])
+        try subscribe([markerTopic])
         let token = Array("\(nonce) probe".utf8)
         probeToken = token
         probeMessageID = try client.publish(
-            topic: topics.readerSync(clientID: clientID), payload: token, retained: false)
+            topic: markerTopic, payload: token, retained: false)
         try waitFor { probeToken == nil }
     }
 
@@ -224,7 +227,7 @@ final class FleetSession {
         guard let client else { throw MQTTError(.unreachable, "mqtt: not connected") }
         let token = Array("\(nonce) \(window.number) \(window.markersSent)".utf8)
         window.markersSent += 1
-        _ = try client.publish(topic: topics.readerSync(clientID: clientID), payload: token, retained: false, qos: 0)
+        _ = try client.publish(topic: markerTopic, payload: token, retained: false, qos: 0)
     }
 
     private func handle(_ event: MQTTClient.Event) {
@@ -254,13 +257,13 @@ final class FleetSession {
                 ?? MQTTError(
                     error.code,
                     "mqtt: \(settings.address): the broker refused the end marker on "
-                        + "'\(topics.readerSync(clientID: clientID))' (\(error.message)): readers must be allowed to "
+                        + "'\(markerTopic)' (\(error.message)): readers must be allowed to "
                         + "publish there (docs/MQTT.md, ACL)")
         case .published:
             break
         case .message(let topic, let payload, _):
             countPacket()
-            if topic == topics.readerSync(clientID: clientID) {
+            if topic == markerTopic {
                 marker(payload)
             } else if let parsed = topics.parse(topic) {
                 message(parsed, payload: payload)

@@ -62,20 +62,32 @@ public struct FleetState: Sendable, Hashable {
         case .accessory(let level, _, let connection):
             let accessory = payload.isEmpty ? nil : Self.accessory(payload)
             if !payload.isEmpty && accessory == nil { unreadable += 1 }
-            if hosts[level] == nil {
-                guard accessory != nil else { return [] }
-                hosts[level] = FleetHost(level: level, name: FleetTopics.decodeLevel(level))
-            }
-            let previous = hosts[level]!.accessories[connection]
-            guard previous != accessory else { return [] }
-            hosts[level]!.accessories[connection] = accessory
-            let name = hosts[level]!.name
-            var changes: [FleetChange] = []
-            if let previous { changes.append(.disconnected(host: name, previous)) }
-            if let accessory { changes.append(.connected(host: name, accessory)) }
-            return changes
+            guard accessory != nil || hosts[level] != nil else { return [] }
+            // One lookup of the host: changed in place.
+            return Self.set(
+                connection, to: accessory,
+                in: &hosts[level, default: FleetHost(level: level, name: FleetTopics.decodeLevel(level))])
         case .indexEntry:
             return []
+        }
+    }
+
+    /// Sets one connection of a host; returns what changed.
+    private static func set(_ connection: UInt64, to accessory: Accessory?, in host: inout FleetHost) -> [FleetChange] {
+        let previous =
+            if let accessory {
+                host.accessories.updateValue(accessory, forKey: connection)
+            } else {
+                host.accessories.removeValue(forKey: connection)
+            }
+        switch (previous, accessory) {
+        case (nil, nil): return []
+        case (let previous?, let accessory?) where previous == accessory: return []
+        default:
+            var changes: [FleetChange] = []
+            if let previous { changes.append(.disconnected(host: host.name, previous)) }
+            if let accessory { changes.append(.connected(host: host.name, accessory)) }
+            return changes
         }
     }
 
