@@ -58,17 +58,15 @@ def vm(pid, field):
 
 
 def timed(arguments, stdout=subprocess.DEVNULL):
-    """Runs a command; returns (seconds, peak RSS KiB, exit status, stderr)."""
-    started = time.monotonic()
-    process = subprocess.Popen(arguments, stdout=stdout, stderr=subprocess.PIPE)
-    errors = []
-    reader = threading.Thread(target=lambda: errors.append(process.stderr.read()))
-    reader.start()
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.monotonic() - started
-    reader.join()
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return seconds, usage.ru_maxrss, process.returncode, errors[0].decode(errors="replace")
+    """Runs a command; returns (seconds, peak RSS KiB, exit status, stderr). The peak RSS is GNU time's (its child's
+    wait4): a child forked from this script would count this script's RSS at the fork."""
+    with tempfile.NamedTemporaryFile("r") as report:
+        started = time.monotonic()
+        process = subprocess.run(["/usr/bin/time", "-q", "-f", "%M", "-o", report.name] + arguments, stdout=stdout,
+                                 stderr=subprocess.PIPE)
+        seconds = time.monotonic() - started
+        rss = int(report.read().strip().splitlines()[-1])
+    return seconds, rss, process.returncode, process.stderr.decode(errors="replace")
 
 
 class Broker:
@@ -134,10 +132,10 @@ def watcher(broker):
     stderr_reader = threading.Thread(
         target=lambda: [lines.append((time.monotonic(), line.decode(errors="replace"))) for line in process.stderr])
     stderr_reader.start()
-    first = process.stdout.readline()
+    first_line_bytes = len(process.stdout.readline())
     first_load = time.monotonic() - started
     result = {"first_load_s": round(first_load, 3), "rss_kib": vm(process.pid, "VmRSS"),
-              "first_line_bytes": len(first)}
+              "first_line_bytes": first_line_bytes}
     threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # keep draining
     client = broker.client_id(process.pid)
     if client:
