@@ -12,10 +12,11 @@
 #
 # Environment: BENCH_REPEATS (default 3; fan-out at least 11, start-up at least 5), BENCH_FANOUT_COUNTS (default
 # 1,10,100,1000), BENCH_MQTT_OUTAGE (seconds, default 600), BENCH_HOSTILE_SECONDS (seconds per attack, default 20),
-# BENCH_DASHBOARD_SECONDS (seconds of load per repeat, default 60).
+# BENCH_DASHBOARD_SECONDS (seconds of load per repeat, default 60), BENCH_SCALE_HOSTS and BENCH_SCALE_ACCESSORIES (the
+# scale suite's fleet, default 500 x 100).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SUITES="stream fanout memory startup instructions sysfs python mqtt hostile history claims dashboard"
+SUITES="stream fanout memory startup instructions sysfs python mqtt scale hostile history claims dashboard"
 
 supports() {
     local suite=$1 bin=$2 source=$3
@@ -32,6 +33,7 @@ supports() {
             [ -x "$bin/accmon-mqtt" ] || { echo "no accmon-mqtt in $bin" >&2; return 1; }
             [ -d "$source/clients/dashboard/src/accmon_dashboard" ] ||
                 { echo "no clients/dashboard in $source" >&2; return 1; } ;;
+        scale) "$bin/accmon" list --help 2>&1 | grep -q -- '--broker' || { echo "no accmon list --broker in $bin" >&2; return 1; } ;;
         hostile)
             # The attacks need the limits of issue 21 (without them accmond has no answer to the fd-limit attack).
             "$bin/accmond" --help 2>&1 | grep -q -- '--max-connections-per-user' \
@@ -55,6 +57,8 @@ run() {
                     --python-source "$source/clients/python/src" ;;
         mqtt) /usr/bin/python3 "$here/mqtt.py" "$bin" "$tools" --repeats "$repeats" \
                   --outage-seconds "${BENCH_MQTT_OUTAGE:-600}" ;;
+        scale) /usr/bin/python3 "$here/scale.py" "$bin" "$tools" --repeats "$repeats" \
+                   --hosts "${BENCH_SCALE_HOSTS:-500}" --accessories "${BENCH_SCALE_ACCESSORIES:-100}" ;;
         hostile) /usr/bin/python3 "$here/hostile.py" "$bin" --attack-seconds "${BENCH_HOSTILE_SECONDS:-20}" ;;
         history) /usr/bin/python3 "$here/history.py" "$bin" --rounds "$(( repeats > 5 ? repeats : 5 ))" ;;
         claims) /usr/bin/python3 "$here/claims.py" "$bin" "$tools" --repeats "$repeats" ;;

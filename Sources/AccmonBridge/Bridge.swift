@@ -145,6 +145,8 @@ public final class Bridge {
                         now: after), now: after)
             }
             releaseAcknowledgements()
+            // After this turn's publications: the status counts what they leave in the broker.
+            broker.publishCount(relay.retainedCount)
             if stopBegan == nil { accmond.setSuspended(!broker.isReady) }
             if accmond.wantsWrite { accmond.flush(now: after) }
         }

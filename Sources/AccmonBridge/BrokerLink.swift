@@ -2,8 +2,12 @@ import AccmonLogging
 import AccmonMQTT
 import AccmonSys
 
-/// The bridge's connection to the broker: connecting with backoff, the host's status and will, and the
-/// synchronization that reads the host's retained accessory topics back after every connection.
+/// The bridge's connection to the broker: connecting with backoff, the host's status and will, its entry in the host
+/// index, and the synchronization that reads the host's retained accessory topics back after every connection.
+///
+/// The status counts the host's retained accessory topics once they are synchronized (``publishCount(_:)``), and again
+/// whenever the count changes, after the publications that change it; the will and the status published at connection
+/// carry no count, since what the broker holds is not known then.
 ///
 /// MQTT has no end-of-retained marker: after subscribing to its accessory topics and to its own `sync` topic, the link
 /// publishes a token to `sync` and takes every accessory message that arrives before the token comes back as the
@@ -39,7 +43,10 @@ final class BrokerLink {
     private let topics: FleetTopics
     private let host: String
     private let clientID: String
+    /// This run's online status, without counts.
     private let online: HostStatus
+    /// The online status last published (with the count last published).
+    private var current: HostStatus
     private let logger: Logger
     private(set) var client: MQTTClient?
     private var phase = Phase.idle
@@ -50,6 +57,9 @@ final class BrokerLink {
     private var resyncDue: UInt64?
     /// The message id of the last online status published.
     private var statusMessageID: Int32?
+    /// The message id of the host index entry published at the last connection.
+    private var indexMessageID: Int32?
+    private var indexRefusalLogged = false
 
     init(
         settings: BrokerSettings, topics: FleetTopics, host: String, clientID: String, online: HostStatus,
@@ -60,6 +70,7 @@ final class BrokerLink {
         self.host = host
         self.clientID = clientID
         self.online = online
+        current = online
         self.logger = logger
     }
 
@@ -141,7 +152,8 @@ final class BrokerLink {
         }
         switch phase {
         case .subscribing, .awaitingMarker, .ready:
-            let offline = online.with(.offline, reason: "stopped")
+            // With the count: the accessory topics stay as last published.
+            let offline = current.with(.offline, reason: "stopped")
             // try?: when it cannot be sent, the will says offline anyway.
             let messageID = try? client.publish(
                 topic: topics.status(host: host), payload: offline.payload, retained: true)
@@ -177,7 +189,9 @@ final class BrokerLink {
                 ["mqtt.host": host, "mqtt.attempts": String(backoff.failures + 1)])
             backoff.succeeded()
             lastFailure = ""
+            current = online
             publishStatus()
+            publishIndexEntry()
             synchronize(now: now)
         case .connected(let error?):
             return fail(error, now: now)
@@ -221,9 +235,19 @@ final class BrokerLink {
             if let error, messageID == statusMessageID {
                 logger.error(.bridgeBroker, "mqtt: the broker refused the status of host '\(host)': \(error.message)")
             }
+            if let error, messageID == indexMessageID, !indexRefusalLogged {
+                indexRefusalLogged = true
+                logger.warning(
+                    .bridgeBroker,
+                    "mqtt: the broker refused the host index entry '\(topics.indexEntry(host: host))' "
+                        + "(\(error.message)): readers of a fleet of more hosts than one read delivers may miss host "
+                        + "'\(host)'; let this user write it (docs/MQTT.md, ACL)")
+            }
             return [.published(messageID: messageID, error: error)]
         case .message(let topic, let payload, _):
             return message(topic: topic, payload: payload, now: now)
+        case .unsubscribed:
+            break
         }
         return []
     }
@@ -286,9 +310,27 @@ final class BrokerLink {
     private func publishStatus() {
         do {
             statusMessageID = try client?.publish(
-                topic: topics.status(host: host), payload: online.payload, retained: true)
+                topic: topics.status(host: host), payload: current.payload, retained: true)
         } catch {
             logger.error(.bridgeBroker, "mqtt: cannot publish the status of host '\(host)': \(error)")
+        }
+    }
+
+    /// Publishes the online status again when the number of the host's retained accessory topics changed; only while
+    /// ready (synchronized), after the publications that changed it.
+    func publishCount(_ accessories: Int) {
+        guard isReady, current.retainedCount(.accessories) != accessories else { return }
+        current.retained = [FleetTopics.RetainedFamily.accessories.rawValue: accessories]
+        publishStatus()
+    }
+
+    /// The host's entry in the host index, by which readers list a fleet too big for one read of every status.
+    private func publishIndexEntry() {
+        do {
+            indexMessageID = try client?.publish(
+                topic: topics.indexEntry(host: host), payload: HostIndex.payload(host: host), retained: true)
+        } catch {
+            logger.warning(.bridgeBroker, "mqtt: cannot publish the host index entry of host '\(host)': \(error)")
         }
     }
 
@@ -302,7 +344,7 @@ final class BrokerLink {
                     + "machine its own host name (\"host\" in the configuration)")
             return
         }
-        guard status != online else { return }
+        guard status != current else { return }
         let found = status.map { "\($0.state.rawValue), run \($0.runID)" } ?? "not a status"
         logger.notice(
             .bridgeReconciliation,

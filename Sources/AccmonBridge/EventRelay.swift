@@ -38,6 +38,8 @@ struct EventRelay {
     let host: String
     /// accmond's truth as the bridge knows it: every accessory connected, by connection.
     private(set) var view: [ConnectionID: Accessory] = [:]
+    /// The connections of ``view`` whose retained topic MQTT cannot carry (skipped): the broker holds none for them.
+    private var unpublishable: Set<ConnectionID> = []
     /// Events received while the broker was not ready, to publish in order once it is.
     private var waiting: [RelayedEvent] = []
     private var ledger = PublicationLedger<RelayedEvent>()
@@ -55,11 +57,16 @@ struct EventRelay {
     /// Events received and not yet released: the bridge reads no more from accmond above a bound of this.
     var backlog: Int { waiting.count + ledger.count }
 
+    /// The number of the host's retained accessory topics once what was published is in the broker: the count its
+    /// status carries.
+    var retainedCount: Int { view.count - unpublishable.count }
+
     /// Starts a new accmond session whose truth is `accessories` (a snapshot, or a restore's known accessories; its
     /// replay follows as events). What was waiting or in flight belongs to the previous session: accmond replays what
     /// was not acknowledged, and the caller reconciles the broker with the new view.
     mutating func beginSession(_ accessories: [Accessory]) {
         view = Dictionary(accessories.map { ($0.connectionID, $0) }) { first, _ in first }
+        unpublishable = []
         waiting = []
         _ = ledger.removeAll()
         acknowledged = 0
@@ -70,7 +77,9 @@ struct EventRelay {
         let accessory = relayed.event.accessory
         switch relayed.event.change {
         case .connect: view[accessory.connectionID] = accessory
-        case .disconnect: view[accessory.connectionID] = nil
+        case .disconnect:
+            view[accessory.connectionID] = nil
+            unpublishable.remove(accessory.connectionID)
         }
         guard let publisher, !connectionFailed else {
             waiting.append(relayed)
@@ -95,12 +104,18 @@ struct EventRelay {
         notes: [RelayNote], corrected: Int
     ) {
         let desired = Dictionary(view.values.map { (topic(of: $0), Self.payload(of: $0)) }) { first, _ in first }
+        let connections = Dictionary(view.values.map { (topic(of: $0), $0.connectionID) }) { first, _ in first }
         let publications = RetainedReconciliation.publications(desired: desired, retained: retained)
         connectionFailed = false
+        unpublishable = []
         var notes: [RelayNote] = []
         var messages: [Int32] = []
         for publication in publications where !connectionFailed {
-            send(publication.topic, publication.payload, retained: true, publisher, into: &messages, notes: &notes)
+            let sent = send(
+                publication.topic, publication.payload, retained: true, publisher, into: &messages, notes: &notes)
+            if !sent, !publication.payload.isEmpty, let connection = connections[publication.topic] {
+                unpublishable.insert(connection)
+            }
         }
         ledger.record(sequence: nil, messages: messages, keeping: nil, incomplete: connectionFailed)
         let events = waiting
@@ -145,8 +160,11 @@ struct EventRelay {
         var messages: [Int32] = []
         if retainedToo {
             let accessory = relayed.event.accessory
-            let payload = relayed.event.change == .connect ? Self.payload(of: accessory) : []
-            send(topic(of: accessory), payload, retained: true, publisher, into: &messages, notes: &notes)
+            let connect = relayed.event.change == .connect
+            let sent = send(
+                topic(of: accessory), connect ? Self.payload(of: accessory) : [], retained: true, publisher,
+                into: &messages, notes: &notes)
+            if connect, !sent { unpublishable.insert(accessory.connectionID) }
         }
         if !connectionFailed {
             send(topics.events(host: host), relayed.line, retained: false, publisher, into: &messages, notes: &notes)
@@ -156,18 +174,21 @@ struct EventRelay {
         return notes
     }
 
-    /// Publishes one message, adding its id to `messages`; a message MQTT cannot carry is skipped with a note, and a
-    /// failed connection marks the relay until the next synchronization.
+    /// Publishes one message, adding its id to `messages`; a message MQTT cannot carry is skipped with a note (and
+    /// false returned), and a failed connection marks the relay until the next synchronization.
+    @discardableResult
     private mutating func send(
         _ topic: String, _ payload: [UInt8], retained: Bool, _ publisher: any MessagePublisher,
         into messages: inout [Int32], notes: inout [RelayNote]
-    ) {
+    ) -> Bool {
         do {
             messages.append(try publisher.publish(topic: topic, payload: payload, retained: retained))
         } catch  where error.code == .invalidMessage {
             notes.append(.skipped(topic: topic, error))
+            return false
         } catch {
             connectionFailed = true
         }
+        return true
     }
 }

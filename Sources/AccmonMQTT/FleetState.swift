@@ -23,7 +23,7 @@ public struct FleetHost: Sendable, Hashable {
 public enum FleetChange: Sendable, Hashable {
     case connected(host: String, Accessory)
     case disconnected(host: String, Accessory)
-    /// A host's status changed (`nil`: its status message was deleted).
+    /// A host's status changed (`nil`: its status message was deleted); without its counts.
     case status(host: String, HostStatus?)
 }
 
@@ -42,30 +42,69 @@ public struct FleetState: Sendable, Hashable {
 
     /// Applies one message (an empty payload deletes the retained message); returns what changed.
     public mutating func apply(topic: String, payload: [UInt8]) -> [FleetChange] {
-        switch topics.parse(topic) {
+        guard let parsed = topics.parse(topic) else { return [] }
+        return apply(parsed, payload: payload)
+    }
+
+    /// Applies one message on a topic already parsed; returns what changed. A status that differs only in its counts
+    /// is kept without a change: watchers are not told about counts.
+    public mutating func apply(_ topic: FleetTopics.Topic, payload: [UInt8]) -> [FleetChange] {
+        switch topic {
         case .status(let level):
             let status = payload.isEmpty ? nil : HostStatus.decode(payload)
             if !payload.isEmpty && status == nil { unreadable += 1 }
-            var host = hosts[level] ?? FleetHost(level: level, name: FleetTopics.decodeLevel(level))
-            guard host.status != status else { return [] }
-            host.status = status
-            hosts[level] = host
-            return [.status(host: host.name, status)]
+            if hosts[level] == nil { hosts[level] = FleetHost(level: level, name: FleetTopics.decodeLevel(level)) }
+            let previous = hosts[level]!.status
+            guard previous != status else { return [] }
+            hosts[level]!.status = status
+            guard previous?.withoutCounts != status?.withoutCounts else { return [] }
+            return [.status(host: hosts[level]!.name, status?.withoutCounts)]
         case .accessory(let level, _, let connection):
-            var host = hosts[level] ?? FleetHost(level: level, name: FleetTopics.decodeLevel(level))
-            var changes: [FleetChange] = []
             let accessory = payload.isEmpty ? nil : Self.accessory(payload)
             if !payload.isEmpty && accessory == nil { unreadable += 1 }
-            let previous = host.accessories[connection]
-            guard previous != accessory else { return [] }
-            if let previous { changes.append(.disconnected(host: host.name, previous)) }
-            if let accessory { changes.append(.connected(host: host.name, accessory)) }
-            host.accessories[connection] = accessory
-            hosts[level] = host
-            return changes
-        case nil:
+            guard accessory != nil || hosts[level] != nil else { return [] }
+            // One lookup of the host: changed in place.
+            return Self.set(
+                connection, to: accessory,
+                in: &hosts[level, default: FleetHost(level: level, name: FleetTopics.decodeLevel(level))])
+        case .indexEntry:
             return []
         }
+    }
+
+    /// Sets one connection of a host; returns what changed.
+    private static func set(_ connection: UInt64, to accessory: Accessory?, in host: inout FleetHost) -> [FleetChange] {
+        let previous =
+            if let accessory {
+                host.accessories.updateValue(accessory, forKey: connection)
+            } else {
+                host.accessories.removeValue(forKey: connection)
+            }
+        switch (previous, accessory) {
+        case (nil, nil): return []
+        case (let previous?, let accessory?) where previous == accessory: return []
+        default:
+            var changes: [FleetChange] = []
+            if let previous { changes.append(.disconnected(host: host.name, previous)) }
+            if let accessory { changes.append(.connected(host: host.name, accessory)) }
+            return changes
+        }
+    }
+
+    /// Replaces what is known of one host (`nil`: forgets it), as a fresh read found it; returns what a watcher must
+    /// be told, as ``changes(to:)`` would.
+    public mutating func replaceHost(level: String, with host: FleetHost?) -> [FleetChange] {
+        var old = FleetState(topics: topics)
+        var new = FleetState(topics: topics)
+        old.hosts[level] = hosts[level]
+        new.hosts[level] = host
+        hosts[level] = host
+        return old.changes(to: new)
+    }
+
+    /// Sets what is known of one host (`nil`: forgets it), without working out what changed.
+    public mutating func setHost(level: String, to host: FleetHost?) {
+        hosts[level] = host
     }
 
     /// What a watcher who saw this state must be told so that it sees `newer`: disconnections first, then status
@@ -81,7 +120,9 @@ public struct FleetState: Sendable, Hashable {
                 let before = old!.accessories[connection]!
                 if new?.accessories[connection] != before { gone.append(.disconnected(host: name, before)) }
             }
-            if old?.status != new?.status { came.append(.status(host: name, new?.status)) }
+            if old?.status?.withoutCounts != new?.status?.withoutCounts {
+                came.append(.status(host: name, new?.status?.withoutCounts))
+            }
             for connection in (new?.accessories.keys.sorted() ?? []) {
                 let after = new!.accessories[connection]!
                 if old?.accessories[connection] != after { came.append(.connected(host: name, after)) }
@@ -90,8 +131,10 @@ public struct FleetState: Sendable, Hashable {
         return gone + came
     }
 
-    /// The accessory object in `payload`, or `nil` when it is not one.
+    /// The accessory object in `payload`, or `nil` when it is not one: the bridge's canonical form read directly,
+    /// anything else through JSONDecoder.
     static func accessory(_ payload: [UInt8]) -> Accessory? {
-        try? JSONDecoder().decode(Accessory.self, from: Data(payload))  // try?: not an accessory is nil, by contract
+        if let accessory = EventLineReader.accessory(payload) { return accessory }
+        return try? JSONDecoder().decode(Accessory.self, from: Data(payload))  // try?: not an accessory is nil
     }
 }

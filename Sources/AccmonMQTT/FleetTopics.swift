@@ -4,7 +4,9 @@
 /// - `<prefix>/<host>/accessories/<accessoryID>/<connectionID>`: retained, the accessory object while connected;
 /// - `<prefix>/<host>/events`: each event line, not retained;
 /// - `<prefix>/<host>/sync`: the bridge's own end-of-retained marker;
-/// - `<prefix>/$readers/<clientID>`: a reader's end-of-retained marker.
+/// - `<prefix>/$readers/<clientID>`: a reader's end-of-retained marker;
+/// - `<prefix>/$hosts/<bucket>/<host>`: retained, the host's entry in the host index (``HostIndex``), by which a
+///   reader lists a fleet too big for one read of every status.
 ///
 /// Host names and accessory ids become topic levels through ``encodeLevel(_:)``. Pure: no I/O.
 public struct FleetTopics: Sendable, Hashable {
@@ -48,6 +50,26 @@ public struct FleetTopics: Sendable, Hashable {
     /// The filter of every host's status.
     public var statuses: String { "\(prefix)/+/status" }
 
+    /// The status topic of a host, from its topic level.
+    public func status(hostLevel: String) -> String { "\(prefix)/\(hostLevel)/status" }
+
+    /// The filter of one family of a host's retained topics, from its topic level.
+    public func filter(_ family: RetainedFamily, hostLevel: String) -> String {
+        "\(prefix)/\(hostLevel)/\(family.rawValue)/+/+"
+    }
+
+    /// The filter of every host's topics of one retained family.
+    public func filter(_ family: RetainedFamily) -> String { "\(prefix)/+/\(family.rawValue)/+/+" }
+
+    /// A host's entry in the host index.
+    public func indexEntry(host: String) -> String {
+        let level = Self.encodeLevel(host)
+        return "\(prefix)/$hosts/\(HostIndex.bucketLevel(HostIndex.bucket(ofLevel: level)))/\(level)"
+    }
+
+    /// The filter of one bucket of the host index.
+    public func indexBucket(_ bucket: Int) -> String { "\(prefix)/$hosts/\(HostIndex.bucketLevel(bucket))/+" }
+
     /// A reader's end-of-retained marker topic.
     public func readerSync(clientID: String) -> String { "\(prefix)/$readers/\(Self.encodeLevel(clientID))" }
 
@@ -57,24 +79,56 @@ public struct FleetTopics: Sendable, Hashable {
         case status(hostLevel: String)
         /// `<prefix>/<host>/accessories/<accessoryID>/<connectionID>`.
         case accessory(hostLevel: String, accessoryID: String, connectionID: UInt64)
+        /// `<prefix>/$hosts/<bucket>/<host>`: an entry of the host index.
+        case indexEntry(hostLevel: String)
+
+        /// Whether the topic is one of the host's own (its status or one of its retained families).
+        public var isHostTopic: Bool {
+            if case .indexEntry = self { false } else { true }
+        }
+
+        /// The level of the host the topic belongs to.
+        public var hostLevel: String {
+            switch self {
+            case .status(let level), .accessory(let level, _, _), .indexEntry(let level): level
+            }
+        }
     }
 
-    /// What `topic` is, or `nil` for a topic that is neither a status nor an accessory of this fleet.
+    /// What `topic` is, or `nil` for a topic that is neither a status, an accessory nor an index entry of this fleet.
     public func parse(_ topic: String) -> Topic? {
-        let head = prefix.utf8.count
-        guard topic.utf8.starts(with: prefix.utf8), topic.utf8.dropFirst(head).first == UInt8(ascii: "/") else {
+        var utf8 = topic.utf8[...]
+        guard utf8.starts(with: prefix.utf8) else { return nil }
+        utf8 = utf8.dropFirst(prefix.utf8.count)
+        guard utf8.popFirst() == UInt8(ascii: "/"), let hostEnd = utf8.firstIndex(of: UInt8(ascii: "/")),
+            hostEnd != utf8.startIndex
+        else { return nil }
+        let host = String(Substring(utf8[..<hostEnd]))
+        let rest = utf8[utf8.index(after: hostEnd)...]
+        if host.utf8.first == UInt8(ascii: "$") {
+            // Never a host: an encoded level does not start with '$'. `$hosts` is the index.
+            guard host == "$hosts", let bucketEnd = rest.firstIndex(of: UInt8(ascii: "/")) else { return nil }
+            let level = rest[rest.index(after: bucketEnd)...]
+            guard !level.isEmpty, !level.contains(UInt8(ascii: "/")) else { return nil }
+            return .indexEntry(hostLevel: String(Substring(level)))
+        }
+        if rest.elementsEqual("status".utf8) { return .status(hostLevel: host) }
+        let family = "accessories/".utf8
+        guard rest.starts(with: family) else { return nil }
+        let idAndConnection = rest.dropFirst(family.count)
+        guard let idEnd = idAndConnection.firstIndex(of: UInt8(ascii: "/")) else { return nil }
+        let connectionText = idAndConnection[idAndConnection.index(after: idEnd)...]
+        guard !connectionText.contains(UInt8(ascii: "/")), let connection = UInt64(Substring(connectionText)) else {
             return nil
         }
-        let levels = topic.utf8.dropFirst(head + 1).split(
-            separator: UInt8(ascii: "/"), omittingEmptySubsequences: false
-        )
-        .map { String(decoding: $0, as: UTF8.self) }
-        guard let host = levels.first, !host.isEmpty else { return nil }
-        if levels.count == 2, levels[1] == "status" { return .status(hostLevel: host) }
-        if levels.count == 4, levels[1] == "accessories", let connection = UInt64(levels[3]) {
-            return .accessory(hostLevel: host, accessoryID: Self.decodeLevel(levels[2]), connectionID: connection)
-        }
-        return nil
+        let id = Self.decodeLevel(String(Substring(idAndConnection[..<idEnd])))
+        return .accessory(hostLevel: host, accessoryID: id, connectionID: connection)
+    }
+
+    /// A family of retained topics each host publishes under `<prefix>/<host>/<family>/<id>/<connectionID>`; a host's
+    /// status counts its topics of each family (``HostStatus/retained``).
+    public enum RetainedFamily: String, CaseIterable, Sendable, Hashable {
+        case accessories
     }
 
     // MARK: Percent-encoding of topic levels

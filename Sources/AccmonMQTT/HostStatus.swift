@@ -7,6 +7,11 @@ import FoundationEssentials
 /// publishes the bridge's will, `offline` with `reason` `connection-lost`, when the bridge's connection dies without a
 /// goodbye. The machine id tells apart two machines that publish under the same host name; the run id tells a late
 /// will of an earlier run from the word of the run that is live.
+///
+/// `retained` counts the host's retained topics by family (`{"accessories": 12}`): the bridge keeps it exact as
+/// accessories come and go, so that a reader can size its reads and tell a message the broker dropped. The will
+/// carries no count (it is fixed when the bridge connects), nor does the status of a bridge older than the count:
+/// readers then read that host the slower safe way. Readers ignore fields and families they do not know.
 public struct HostStatus: Codable, Sendable, Hashable {
     public enum State: String, Codable, Sendable, Hashable {
         case online, offline
@@ -25,10 +30,13 @@ public struct HostStatus: Codable, Sendable, Hashable {
     public var bridge: String
     /// For `offline`: `stopped` (a clean stop) or `connection-lost` (the will).
     public var reason: String?
+    /// The number of the host's retained topics of each family (``FleetTopics/RetainedFamily``), by its name; `nil`
+    /// when the publisher does not count them.
+    public var retained: [String: Int]?
 
     public init(
         state: State, host: String, machineID: String, runID: String, since: Double, bridge: String,
-        reason: String? = nil
+        reason: String? = nil, retained: [String: Int]? = nil
     ) {
         self.state = state
         self.host = host
@@ -37,13 +45,26 @@ public struct HostStatus: Codable, Sendable, Hashable {
         self.since = since
         self.bridge = bridge
         self.reason = reason
+        self.retained = retained
     }
 
-    /// The same run's status in another state.
+    /// The same run's status in another state (with the same counts).
     public func with(_ state: State, reason: String? = nil) -> HostStatus {
         var copy = self
         copy.state = state
         copy.reason = reason
+        return copy
+    }
+
+    /// The number of the host's retained topics of `family`, when the status says it.
+    public func retainedCount(_ family: FleetTopics.RetainedFamily) -> Int? {
+        retained?[family.rawValue].flatMap { $0 >= 0 ? $0 : nil }
+    }
+
+    /// The status without its counts: what a watcher is told about (a count changes with every accessory).
+    public var withoutCounts: HostStatus {
+        var copy = self
+        copy.retained = nil
         return copy
     }
 
@@ -58,8 +79,11 @@ public struct HostStatus: Codable, Sendable, Hashable {
         }
     }
 
-    /// The status in `payload`, or `nil` when it is not one (someone else wrote the topic).
+    /// The status in `payload`, or `nil` when it is not one (someone else wrote the topic): the bridge's form read
+    /// directly (``HostStatusReader``), anything else through JSONDecoder.
     public static func decode(_ payload: [UInt8]) -> HostStatus? {
-        try? JSONDecoder().decode(HostStatus.self, from: Data(payload))  // try?: not a status is nil, by contract
+        if let status = HostStatusReader.status(payload) { return status }
+        // try?: not a status is nil, by contract.
+        return try? JSONDecoder().decode(HostStatus.self, from: Data(payload))
     }
 }

@@ -28,6 +28,8 @@ public final class MQTTClient {
         case published(messageID: Int32, error: MQTTError?)
         /// A SUBSCRIBE was answered; `refused` lists the filters the broker did not grant.
         case subscribed(messageID: Int32, refused: [Int])
+        /// An UNSUBSCRIBE was answered.
+        case unsubscribed(messageID: Int32)
         /// A message arrived on a subscription.
         case message(topic: String, payload: [UInt8], retained: Bool)
     }
@@ -131,6 +133,16 @@ public final class MQTTClient {
     /// Reads what the socket holds and handles it (acknowledgements, messages); call when it is readable.
     public func read() { endIfFailed(mosquitto_loop_read(handle, 1)) }
 
+    /// Turns off delayed acknowledgements until the next read (`TCP_QUICKACK`, which the kernel resets): a broker
+    /// with Nagle's algorithm on (mosquitto's default, `set_tcp_nodelay false`) holds its last small packet until the
+    /// previous ones are acknowledged, 40 ms later with delayed acknowledgements, on every round trip.
+    public func acknowledgeQuickly() {
+        var on: Int32 = 1
+        let descriptor = mosquitto_socket(handle)
+        guard descriptor >= 0 else { return }
+        _ = setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_QUICKACK, &on, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     /// Writes what is waiting; call when the socket is writable.
     public func write() { endIfFailed(mosquitto_loop_write(handle, 1)) }
 
@@ -153,15 +165,20 @@ public final class MQTTClient {
         return events
     }
 
-    /// Publishes with QoS 1; returns the message id that ``Event/published(messageID:error:)`` will carry. Queued by
-    /// libmosquitto beyond the broker's in-flight window.
+    /// Publishes with QoS 1; returns the message id that ``Event/published(messageID:error:)`` will carry (for QoS 0,
+    /// once the message is written). Queued by libmosquitto beyond the broker's in-flight window.
     ///
     /// - Throws: ``MQTTError`` with ``MQTTError/Code/invalidMessage`` when MQTT cannot carry the message (topic not
     ///   valid UTF-8 or too long, packet too large for the broker); with another code when the connection failed.
     public func publish(topic: String, payload: [UInt8], retained: Bool) throws(MQTTError) -> Int32 {
+        try publish(topic: topic, payload: payload, retained: retained, qos: 1)
+    }
+
+    /// Publishes with QoS `qos` (0 or 1); as ``publish(topic:payload:retained:)``.
+    public func publish(topic: String, payload: [UInt8], retained: Bool, qos: Int32) throws(MQTTError) -> Int32 {
         var messageID: Int32 = 0
         let status = payload.withUnsafeBytes { raw in
-            mosquitto_publish_v5(handle, &messageID, topic, Int32(raw.count), raw.baseAddress, 1, retained, nil)
+            mosquitto_publish_v5(handle, &messageID, topic, Int32(raw.count), raw.baseAddress, qos, retained, nil)
         }
         guard status == MOSQ_ERR_SUCCESS.rawValue else {
             let error = MQTTError.library(status, "mqtt: publish to '\(topic)'")
@@ -187,21 +204,24 @@ public final class MQTTClient {
         return messageID
     }
 
-    /// Unsubscribes from `filters`.
+    /// Unsubscribes from `filters`; returns the message id of the UNSUBSCRIBE.
     ///
     /// - Note: To change a subscription's options, unsubscribe first: mosquitto 2.0 keeps the no-local option of an
     ///   existing subscription when the same filter is subscribed again.
-    public func unsubscribe(_ filters: [String]) throws(MQTTError) {
+    @discardableResult
+    public func unsubscribe(_ filters: [String]) throws(MQTTError) -> Int32 {
+        var messageID: Int32 = 0
         var strings = filters.map { strdup($0) }
         defer { for string in strings { free(string) } }
         let status = strings.withUnsafeMutableBufferPointer { buffer in
             buffer.baseAddress!.withMemoryRebound(to: UnsafeMutablePointer<CChar>?.self, capacity: buffer.count) {
-                mosquitto_unsubscribe_multiple(handle, nil, Int32(filters.count), $0, nil)
+                mosquitto_unsubscribe_multiple(handle, &messageID, Int32(filters.count), $0, nil)
             }
         }
         guard status == MOSQ_ERR_SUCCESS.rawValue else {
             throw MQTTError.library(status, "mqtt: unsubscribe from \(filters.joined(separator: ", "))")
         }
+        return messageID
     }
 
     /// Sends DISCONNECT (so the broker does not publish the will) and closes; ``Event/disconnected(error:)`` follows.
@@ -228,9 +248,12 @@ public final class MQTTClient {
     }
 
     private func installCallbacks() {
-        mosquitto_connect_v5_callback_set(handle) { _, userdata, reasonCode, _, _ in
-            let client = MQTTClient.client(userdata)
+        mosquitto_connect_v5_callback_set(handle) { handle, _, reasonCode, _, _ in
+            let client = MQTTClient.client(mosquitto_userdata(handle))
             client.accepted = reasonCode == 0
+            // libmosquitto formats every log line (one per packet) before calling back, whatever its level; the
+            // callback is for the reason of a failed connection (OpenSSL's, for one), so it goes once connected.
+            if reasonCode == 0 { mosquitto_log_callback_set(handle, nil) }
             client.events.append(.connected(error: reasonCode == 0 ? nil : client.refusal(reasonCode)))
         }
         mosquitto_disconnect_v5_callback_set(handle) { _, userdata, status, _ in
@@ -248,6 +271,9 @@ public final class MQTTClient {
         mosquitto_subscribe_v5_callback_set(handle) { _, userdata, messageID, count, granted, _ in
             let refused = (0..<Int(count)).filter { (granted?[$0] ?? 128) >= 128 }
             MQTTClient.client(userdata).events.append(.subscribed(messageID: messageID, refused: refused))
+        }
+        mosquitto_unsubscribe_v5_callback_set(handle) { _, userdata, messageID, _ in
+            MQTTClient.client(userdata).events.append(.unsubscribed(messageID: messageID))
         }
         mosquitto_message_v5_callback_set(handle) { _, userdata, message, _ in
             guard let message = message?.pointee, let topic = message.topic else { return }

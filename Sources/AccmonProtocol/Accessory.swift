@@ -166,7 +166,7 @@ public struct Accessory: Sendable, Hashable, CustomReflectable {
 
     /// `vendorID:productID`, or `-` for a missing half.
     public var usbID: String {
-        "\(vendorID.isEmpty ? "-" : vendorID):\(productID.isEmpty ? "-" : productID)"
+        (vendorID.isEmpty ? "-" : vendorID) + ":" + (productID.isEmpty ? "-" : productID)
     }
 
     public static func == (lhs: Accessory, rhs: Accessory) -> Bool {

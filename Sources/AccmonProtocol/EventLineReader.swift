@@ -16,6 +16,16 @@ package enum EventLineReader {
         }
     }
 
+    /// The accessory object `bytes` hold, or `nil` when they are not exactly one in the writer's canonical form (the
+    /// payload of a retained accessory topic, as the MQTT bridge publishes it).
+    package static func accessory(_ bytes: [UInt8]) -> Accessory? {
+        bytes.withUnsafeBufferPointer { buffer in
+            var cursor = Cursor(bytes: buffer)
+            guard let accessory = cursor.accessory(), cursor.position == buffer.count else { return nil }
+            return accessory
+        }
+    }
+
     private struct Cursor {
         let bytes: UnsafeBufferPointer<UInt8>
         var position = 0

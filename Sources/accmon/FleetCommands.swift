@@ -13,6 +13,7 @@ struct FleetOptions {
     var keyFile: String?
     var username: String?
     var passwordFile: String?
+    var brokerQueue: Int?
 
     /// Consumes `option` if it is a fleet option; returns whether it was.
     mutating func parse(_ option: String, _ arguments: inout OptionCursor) throws(UsageError) -> Bool {
@@ -25,6 +26,14 @@ struct FleetOptions {
         case "--key": keyFile = try arguments.value(for: option)
         case "--username": username = try arguments.value(for: option)
         case "--password-file": passwordFile = try arguments.value(for: option)
+        case "--broker-queue":
+            let text = try arguments.value(for: option)
+            guard let value = Int(text), value >= FleetReadOptions.minimumBrokerQueue else {
+                throw UsageError(
+                    "--broker-queue: '\(text)': not a number of messages of at least "
+                        + "\(FleetReadOptions.minimumBrokerQueue)")
+            }
+            brokerQueue = value
         case "--password":
             throw UsageError("--password: a password on the command line is visible to every user; use --password-file")
         default: return false
@@ -35,9 +44,11 @@ struct FleetOptions {
     /// Checks the combination once every option is read; returns whether the fleet view is asked for.
     func validate(restoreID: String?, all: Bool) throws(UsageError) -> Bool {
         guard let url else {
-            let given = [hostPattern, caFile, certificateFile, keyFile, username, passwordFile].contains { $0 != nil }
+            let given =
+                [hostPattern, caFile, certificateFile, keyFile, username, passwordFile].contains { $0 != nil }
+                || brokerQueue != nil
             if given || prefix != FleetTopics.defaultPrefix {
-                throw UsageError("--host, --prefix and the broker's login options need --broker URL")
+                throw UsageError("--host, --prefix, --broker-queue and the broker's login options need --broker URL")
             }
             return false
         }
@@ -69,21 +80,29 @@ struct FleetOptions {
 
     var topics: FleetTopics { FleetTopics(prefix: prefix) }
 
-    /// Whether a host is shown: `--host GLOB` (fnmatch) matches its name.
-    func shows(_ host: FleetHost) -> Bool {
-        hostPattern.map { fnmatch($0, host.name, 0) == 0 } ?? true
+    /// What the reader reads: the hosts `--host` selects, in windows under `--broker-queue`.
+    var readOptions: FleetReadOptions {
+        FleetReadOptions(
+            selection: FleetSelection(pattern: hostPattern),
+            brokerQueue: brokerQueue ?? FleetReadOptions.defaultBrokerQueue)
     }
+
+    /// Whether a host is shown: `--host` names it or matches its name (shell wildcards).
+    func shows(host name: String) -> Bool { readOptions.selection.includes(hostName: name) }
 
     static let help = """
           --broker URL       show every host's accessories from the MQTT broker's retained topics (mqtt://HOST[:PORT]
                              or mqtts://HOST[:PORT]), with a HOST column; offline hosts are shown as such
-          --host GLOB        with --broker: only hosts whose name matches (shell wildcards)
+          --host GLOB        with --broker: only hosts whose name matches (shell wildcards); only their topics
+                             are read (a name without wildcards: that host's alone)
           --prefix PREFIX    with --broker: the topic prefix (default \(FleetTopics.defaultPrefix))
           --ca FILE          with mqtts://: the CA certificates to trust (default: the system's)
           --certificate FILE, --key FILE
                              with mqtts://: a client certificate and its key
           --username NAME, --password-file FILE
                              the broker's login; the file must not be readable by every user
+          --broker-queue N   with --broker: the messages the broker queues for one client (mosquitto's
+                             max_queued_messages, default \(FleetReadOptions.defaultBrokerQueue)); reads stay under it
         """
 }
 
@@ -96,19 +115,11 @@ func fleetError(_ error: MQTTError) -> AccmonError {
     }
 }
 
-/// The fleet's hosts as `--json` shows them, filtered.
-struct FleetHostOutput: Encodable {
-    var host: String
-    var state: String
-    var status: HostStatus?
-    var accessories: [Accessory]
-}
-
 extension FleetOptions {
     func output(_ state: FleetState, _ filter: AccessoryFilter) -> [FleetHostOutput] {
-        state.sortedHosts.filter(shows).map { host in
+        state.sortedHosts.filter { shows(host: $0.name) }.map { host in
             FleetHostOutput(
-                host: host.name, state: host.stateName, status: host.status,
+                host: host.name, state: host.stateName, status: host.status?.withoutCounts,
                 accessories: host.sortedAccessories.filter(filter.matches))
         }
     }
@@ -116,33 +127,45 @@ extension FleetOptions {
     /// `accmon list --broker`.
     func list(filter: AccessoryFilter, json: Bool) async throws(AccmonError) {
         let settings = try settings()
-        let state: FleetState
+        let read: FleetReadResult
         do {
-            state = try await FleetReader.state(settings: settings, topics: topics)
+            read = try await FleetReader.state(settings: settings, topics: topics, options: readOptions)
         } catch {
             throw fleetError(error)
         }
-        let hosts = output(state, filter)
+        for warning in read.warnings { writeError(warning + "\n") }
+        let hosts = output(read.state, filter)
         if json {
-            struct Output: Encodable {
-                var version = jsonOutputVersion
-                var hosts: [FleetHostOutput]
-            }
-            writeOut(jsonLine(Output(hosts: hosts)))
+            writeOut(FleetHostOutput.jsonLine(hosts, then: #","version":\#(jsonOutputVersion)}"#))
+            try incompleteness(read)
             return
         }
-        var rows: [[String]] = []
+        var cells: [String] = []
+        cells.reserveCapacity(8 * hosts.reduce(0) { $0 + max($1.accessories.count, 1) })
         for host in hosts {
-            if host.accessories.isEmpty { rows.append([host.host, host.state, "-", "-", "-", "-", "-", "-"]) }
+            if host.accessories.isEmpty { cells += [host.host, host.state, "-", "-", "-", "-", "-", "-"] }
             for accessory in host.accessories {
-                rows.append([
-                    host.host, host.state, accessory.connectionID.description, accessory.kind.rawValue, accessory.usbID,
-                    quotedIfNeeded(accessory.name), quotedIfNeeded(accessory.serialNumber),
-                    accessory.deviceNodes.joined(separator: ","),
-                ])
+                cells.append(host.host)
+                cells.append(host.state)
+                cells.append(accessory.connectionID.description)
+                cells.append(accessory.kind.rawValue)
+                cells.append(accessory.usbID)
+                cells.append(quotedIfNeeded(accessory.name))
+                cells.append(quotedIfNeeded(accessory.serialNumber))
+                cells.append(
+                    accessory.deviceNodes.count == 1
+                        ? accessory.deviceNodes[0] : accessory.deviceNodes.joined(separator: ","))
             }
         }
-        writeOut(table(["HOST", "STATE", "CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"], rows))
+        writeOut(table(["HOST", "STATE", "CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"], cells: cells))
+        try incompleteness(read)
+    }
+
+    /// Exit 1 after the output when the read is known to miss something (the warnings above say what).
+    private func incompleteness(_ read: FleetReadResult) throws(AccmonError) {
+        guard read.complete else {
+            throw AccmonError(.invalidResponse, "accmon: the fleet view above is incomplete (see the warnings)")
+        }
     }
 
     /// `accmon watch --broker`: the state, then one line per change, until Ctrl-C.
@@ -151,15 +174,11 @@ extension FleetOptions {
         let shown = self
         let settings = try settings()
         do {
-            try await FleetReader.watch(settings: settings, topics: topics) { update in
+            try await FleetReader.watch(settings: settings, topics: topics, options: readOptions) { update in
                 switch update {
                 case .state(let state):
                     if json {
-                        struct Line: Encodable {
-                            var type = "fleet"
-                            var hosts: [FleetHostOutput]
-                        }
-                        writeOut(jsonLine(Line(hosts: shown.output(state, filter))))
+                        writeOut(FleetHostOutput.jsonLine(shown.output(state, filter), then: #","type":"fleet"}"#))
                     } else {
                         for host in shown.output(state, filter) {
                             writeOut(statusLine(host.host, host.status, style: style))
@@ -170,7 +189,7 @@ extension FleetOptions {
                     }
                 case .changes(let changes):
                     writeOut(shown.lines(changes, filter, json: json, style: style))
-                case .connection(let message):
+                case .connection(let message), .warning(let message):
                     writeError(message + "\n")
                 }
             }
@@ -194,7 +213,7 @@ extension FleetOptions {
         for change in changes {
             switch change {
             case .connected(let host, let accessory), .disconnected(let host, let accessory):
-                guard hostPattern.map({ fnmatch($0, host, 0) == 0 }) ?? true, filter.matches(accessory) else {
+                guard shows(host: host), filter.matches(accessory) else {
                     continue
                 }
                 let type: String
@@ -204,7 +223,7 @@ extension FleetOptions {
                     ? jsonLine(AccessoryLine(type: type, host: host, accessory: accessory))
                     : humanLine(type, accessory, host: host, style: style)
             case .status(let host, let status):
-                guard hostPattern.map({ fnmatch($0, host, 0) == 0 }) ?? true else { continue }
+                guard shows(host: host) else { continue }
                 text += json ? jsonLine(StatusLine(host: host, status: status)) : statusLine(host, status, style: style)
             }
         }

@@ -82,7 +82,8 @@ func historyLine(_ entry: HistoryEntry, style: Style) -> String {
 
 /// Quotes text with spaces or control characters, so that each field stays one token.
 func quotedIfNeeded(_ text: String) -> String {
-    let plain = text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0 != "\"" && $0.value != 0x7F }
+    // By bytes: every byte of a multibyte UTF-8 sequence is 0x80 or more, so this is the same test on scalars.
+    let plain = text.utf8.allSatisfy { $0 > 0x20 && $0 != UInt8(ascii: "\"") && $0 != 0x7F }
     if plain { return text }
     var quoted = "\""
     for scalar in text.unicodeScalars {
@@ -98,15 +99,47 @@ func quotedIfNeeded(_ text: String) -> String {
 
 /// A table with left-aligned columns.
 func table(_ header: [String], _ rows: [[String]]) -> String {
-    var widths = header.map(\.count)
+    var widths = header.map(displayWidth)
     for row in rows {
-        for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+        for (index, cell) in row.enumerated() { widths[index] = max(widths[index], displayWidth(cell)) }
     }
-    func line(_ cells: [String]) -> String {
-        cells.enumerated().map { index, cell in index == cells.count - 1 ? cell : cell.padding(widths[index]) }
-            .joined(separator: "  ") + "\n"
+    var out: [UInt8] = []
+    for row in [header] + rows {
+        for (index, cell) in row.enumerated() {
+            out.append(contentsOf: cell.utf8)
+            guard index < row.count - 1 else { break }
+            out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: widths[index] - displayWidth(cell) + 2))
+        }
+        out.append(UInt8(ascii: "\n"))
     }
-    return ([header] + rows).map(line).joined()
+    return String(decoding: out, as: UTF8.self)
+}
+
+/// The table of `header`'s columns whose rows are `cells`, row after row, `header.count` cells each, as bytes: a
+/// fleet's table has tens of thousands of rows.
+func table(_ header: [String], cells: [String]) -> [UInt8] {
+    let columns = header.count
+    var widths = header.map(displayWidth)
+    for (index, cell) in cells.enumerated() {
+        widths[index % columns] = max(widths[index % columns], displayWidth(cell))
+    }
+    var out: [UInt8] = []
+    out.reserveCapacity((widths.reduce(0, +) + 2 * columns + 1) * (cells.count / max(columns, 1) + 1))
+    for (index, cell) in (header + cells).enumerated() {
+        let column = index % columns
+        out.append(contentsOf: cell.utf8)
+        if column == columns - 1 {
+            out.append(UInt8(ascii: "\n"))
+        } else {
+            out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: widths[column] - displayWidth(cell) + 2))
+        }
+    }
+    return out
+}
+
+/// The columns a cell takes: its characters (grapheme clusters), counted by its bytes when it is ASCII.
+private func displayWidth(_ cell: String) -> Int {
+    cell.utf8.allSatisfy { $0 < 0x80 } ? cell.utf8.count : cell.count
 }
 
 /// Stable, sorted-key JSON for `--json` output, one line.

@@ -190,7 +190,11 @@ extension BridgeProcessTests {
             #expect(published.termination == .exited(0))
             #expect(await waitFor("publishing online again") { host.bridgeLog }, "\(host.logTail())")
             // try?: polled again.
-            #expect(await eventuallyHolds { (try? await fleetState(broker))?.hosts["lab-6"]?.status == live })
+            #expect(
+                await eventuallyHolds {
+                    let status = (try? await fleetState(broker))?.hosts["lab-6"]?.status
+                    return status?.state == .online && status?.runID == live.runID
+                })
         }
 
         /// Two machines publishing under one host name are told apart by their machine ids; each bridge says so.

@@ -73,6 +73,13 @@ import Testing
         #expect(result.stderr == "accmon: mqtt: mqtt://127.0.0.1:\(port): connect: Connection refused\n", "\(result)")
         let usage = try await run(try Binaries.accmon, ["list", "--host", "lab-*"], in: directory)
         #expect(usage.termination == .exited(64), "\(usage)")
-        #expect(usage.stderr.hasPrefix("Error: --host, --prefix and the broker's login options need --broker URL"))
+        #expect(
+            usage.stderr.hasPrefix(
+                "Error: --host, --prefix, --broker-queue and the broker's login options need --broker URL"))
+        let queue = try await run(
+            try Binaries.accmon, ["list", "--broker", "mqtt://127.0.0.1:\(port)", "--broker-queue", "3"], in: directory)
+        #expect(queue.termination == .exited(64), "\(queue)")
+        #expect(
+            queue.stderr.hasPrefix("Error: --broker-queue: '3': not a number of messages of at least 16"), "\(queue)")
     }
 }

@@ -141,6 +141,7 @@ private final class FakeBroker: MessagePublisher {
             })
         let retained = broker.retained.filter { $0.key.hasPrefix("accmon/h/accessories/") }
         #expect(retained.mapValues { String(decoding: $0, as: UTF8.self) } == expected)
+        #expect(relay.retainedCount == retained.count, "the count the status carries is what the broker holds")
         for (seq, line) in lineOf where seq > sessionStart {
             #expect(
                 broker.lines.contains(String(decoding: line, as: UTF8.self)),

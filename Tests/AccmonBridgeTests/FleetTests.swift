@@ -57,6 +57,10 @@ extension BridgeProcessTests {
             for host in hosts { total += try await host.truth().count }
             #expect(listedHosts.reduce(0) { $0 + (($1["accessories"] as? [Any])?.count ?? 0) } == total)
             #expect(listedHosts.allSatisfy { $0["state"] as? String == "online" })
+            // Each host has its entry in the host index, by which readers list fleets bigger than one read.
+            let index = try await retainedWithMosquittoSub(broker, filter: "accmon/$hosts/#")
+            let topics = FleetTopics(prefix: "accmon")
+            #expect(Set(index.keys) == Set(hosts.map { topics.indexEntry(host: $0.name) }), "\(index.keys.sorted())")
 
             // Stopping some bridges: they show offline (clean stops), the others stay online.
             let stopped = hosts.suffix(stoppedCount)

@@ -24,6 +24,8 @@ struct SecuredBroker {
         topic read accmon/#
         # Every client may publish the end marker of its own reads (accmon list/watch --broker).
         pattern write accmon/$readers/%c
+        # Each host's entry in the host index, under its own name (its user's).
+        pattern write accmon/$hosts/+/%u
 
         """
 
@@ -115,6 +117,7 @@ extension BridgeProcessTests {
             #expect(forged.termination == .exited(0), "\(forged)")
             #expect(
                 try await waitForFleet([host], broker: secured.broker, settings: try secured.readerSettings()).isEmpty)
+            #expect(!host.bridgeLog.contains("host index entry"), "the ACL lets the host write its entry")
         }
 
         @Test func wrongCredentialsAreNamedByTheBridgeAndTheCLI() async throws {
@@ -171,6 +174,9 @@ extension BridgeProcessTests {
                 "\(host.logTail())")
             let state = try await fleetState(secured.broker, settings: try secured.readerSettings())
             #expect(state.hosts["lab-2"]?.accessories.isEmpty ?? true, "\(state.hosts)")
+            let entry = FleetTopics(prefix: "accmon").indexEntry(host: "lab-2")
+            let refusal = "mqtt: the broker refused the host index entry '\(entry)'"
+            #expect(host.bridgeLog.contains(refusal), "\(host.logTail())")
         }
     }
 }

@@ -110,3 +110,85 @@ private struct WatcherView: Equatable {
         #expect(view == WatcherView(new))
     }
 }
+
+@Test func aStatusChangingOnlyItsCountIsKeptWithoutTellingWatchers() {
+    var state = FleetState(topics: topics)
+    var online = status("lab-1", .online)
+    #expect(
+        state.apply(topic: topics.status(host: "lab-1"), payload: online.payload) == [.status(host: "lab-1", online)])
+    online.retained = ["accessories": 4]
+    #expect(state.apply(topic: topics.status(host: "lab-1"), payload: online.payload) == [])
+    #expect(state.hosts["lab-1"]?.status?.retainedCount(.accessories) == 4, "kept for the reader's checks")
+    var offline = online.with(.offline, reason: "stopped")
+    offline.retained = ["accessories": 5]
+    #expect(
+        state.apply(topic: topics.status(host: "lab-1"), payload: offline.payload)
+            == [.status(host: "lab-1", offline.withoutCounts)])
+    #expect(state.apply(topic: topics.indexEntry(host: "lab-1"), payload: HostIndex.payload(host: "lab-1")) == [])
+}
+
+@Test func replacingAHostTellsTheDifference() {
+    var state = FleetState(topics: topics)
+    let kept = Accessory(kind: .usb, connectionID: ConnectionID(1), name: "kept")
+    let gone = Accessory(kind: .usb, connectionID: ConnectionID(2), name: "gone")
+    let new = Accessory(kind: .serial, connectionID: ConnectionID(3), name: "new")
+    for accessory in [kept, gone] {
+        _ = state.apply(
+            topic: topics.accessory(
+                host: "h", accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue),
+            payload: objectPayload(accessory))
+    }
+    var fresh = state.hosts["h"]!
+    fresh.accessories[2] = nil
+    fresh.accessories[3] = new
+    #expect(state.replaceHost(level: "h", with: fresh) == [.disconnected(host: "h", gone), .connected(host: "h", new)])
+    #expect(state.hosts["h"]?.sortedAccessories == [kept, new])
+    #expect(
+        state.replaceHost(level: "h", with: nil) == [.disconnected(host: "h", kept), .disconnected(host: "h", new)])
+    #expect(state.hosts.isEmpty)
+}
+
+@Test func anAccessoryObjectIsReadInTheBridgesFormAndInAnyOther() {
+    var random = SplitMix64(seed: SplitMix64.testSeed())
+    for _ in 0..<2_000 {
+        let accessory = Fixtures.randomAccessory(using: &random)
+        var state = FleetState(topics: topics)
+        let topic = topics.accessory(
+            host: "h", accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue)
+        #expect(state.apply(topic: topic, payload: objectPayload(accessory)) == [.connected(host: "h", accessory)])
+        // Spaces and another key order: not the bridge's form, read all the same.
+        let reordered = try! JSONSerialization.data(
+            withJSONObject: JSONSerialization.jsonObject(with: Data(objectPayload(accessory))),
+            options: [.prettyPrinted])
+        var other = FleetState(topics: topics)
+        #expect(other.apply(topic: topic, payload: Array(reordered)) == [.connected(host: "h", accessory)])
+    }
+}
+
+/// The fleet's JSON line, written directly, is byte for byte what JSONEncoder writes (sorted keys, slashes as they
+/// are), for any hosts and accessories.
+@Test func theFleetsJSONLineIsWhatJSONEncoderWrites() throws {
+    var random = SplitMix64(seed: SplitMix64.testSeed())
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    struct Line: Encodable {
+        var hosts: [FleetHostOutput]
+        var type = "fleet"
+    }
+    for _ in 0..<300 {
+        let hosts = (0..<random.next(below: 4)).map { _ in
+            FleetHostOutput(
+                host: Fixtures.randomText(using: &random), state: Bool.random(using: &random) ? "online" : "unknown",
+                status: Bool.random(using: &random)
+                    ? HostStatus(
+                        state: .offline, host: Fixtures.randomText(using: &random), machineID: "m/1", runID: "r",
+                        since: 1_796_144_465.2613926, bridge: "0.1.0", reason: "stopped") : nil,
+                accessories: (0..<random.next(below: 4)).map { _ in Fixtures.randomAccessory(using: &random) })
+        }
+        let expected = Array(try encoder.encode(Line(hosts: hosts))) + [UInt8(ascii: "\n")]
+        let written = FleetHostOutput.jsonLine(hosts, then: #","type":"fleet"}"#)
+        #expect(
+            written == expected,
+            "\(String(decoding: written, as: UTF8.self))\n\(String(decoding: expected, as: UTF8.self))")
+    }
+}

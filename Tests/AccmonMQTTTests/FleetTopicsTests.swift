@@ -112,3 +112,45 @@ private func isCleanLevel(_ level: String) -> Bool {
         #expect(FleetTopics.problem(withPrefix: bad) != nil, "\(bad.debugDescription)")
     }
 }
+
+@Test func theHostIndexAndTheWindowFiltersOfAHost() {
+    let topics = FleetTopics(prefix: "site/accmon")
+    // FNV-1a (32 bits) of the level's bytes, its low 8 bits: computed apart, in Python, for these levels.
+    #expect(HostIndex.bucket(ofLevel: "lab-00042") == 0xFF)
+    #expect(HostIndex.bucket(ofLevel: "lab-1") == 0x9E)
+    #expect(HostIndex.bucket(ofLevel: "lab%2F1") == 0x4A)
+    #expect(HostIndex.bucketLevel(0x0A) == "0a")
+    #expect(topics.indexEntry(host: "lab/1") == "site/accmon/$hosts/4a/lab%2F1")
+    #expect(topics.indexBucket(0x4A) == "site/accmon/$hosts/4a/+")
+    #expect(topics.parse("site/accmon/$hosts/4a/lab%2F1") == .indexEntry(hostLevel: "lab%2F1"))
+    #expect(topics.status(hostLevel: "lab%2F1") == topics.status(host: "lab/1"))
+    #expect(topics.filter(.accessories, hostLevel: "lab%2F1") == topics.accessories(host: "lab/1"))
+    #expect(topics.filter(.accessories) == "site/accmon/+/accessories/+/+")
+    #expect(String(decoding: HostIndex.payload(host: "lab/1"), as: UTF8.self) == #"{"host":"lab/1"}"#)
+    for other in [
+        "site/accmon/$hosts/4a", "site/accmon/$hosts/4a/", "site/accmon/$hosts/4a/x/y", "site/accmon/$readers/status",
+        "site/accmon/$hosts/status", "site/accmon/%24x/status",
+    ] {
+        let parsed = topics.parse(other)
+        if other.hasSuffix("%24x/status") {
+            #expect(parsed == .status(hostLevel: "%24x"), "an encoded '$' is a host like any")
+        } else {
+            #expect(parsed == nil, "\(other)")
+        }
+    }
+}
+
+@Test func everyIndexEntryAndStatusTopicParsesBackToItsHost() {
+    var random = SplitMix64(seed: SplitMix64.testSeed())
+    let topics = FleetTopics(prefix: "accmon")
+    var buckets = Set<Int>()
+    for _ in 0..<5_000 {
+        let host = randomLevel(&random) + "h"
+        let level = FleetTopics.encodeLevel(host)
+        #expect(topics.parse(topics.indexEntry(host: host)) == .indexEntry(hostLevel: level))
+        #expect(topics.parse(topics.status(host: host)) == .status(hostLevel: level))
+        buckets.insert(HostIndex.bucket(ofLevel: level))
+    }
+    #expect(buckets.count > 250, "the buckets spread the hosts")
+    #expect(buckets.allSatisfy { (0..<HostIndex.bucketCount).contains($0) })
+}

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Compiles the bench's C tools (bench/tools/*.c) into DIR: the uevent sender, the line stamper, the fan-out ends and
-# the minimal relay. Used by run.sh and ab.sh.
+# Compiles the bench's C tools (bench/tools/*.c) into DIR: the uevent sender, the line stamper, the fan-out ends,
+# the minimal relay, and the scale suite's fleet publisher and plain windowed subscriber. Used by run.sh and ab.sh.
 #
 #   bench/tools/build.sh DIR
 set -euo pipefail
@@ -13,3 +13,5 @@ cc -O2 -Wall -pthread -o "$out/fanout" "$here/fanout.c"
 cc -O2 -Wall -o "$out/relay" "$here/relay.c" -ludev
 cc -O2 -Wall -o "$out/sysfs_read" "$here/sysfs_read.c"
 cc -O2 -Wall -o "$out/clockstamp" "$here/clockstamp.c"
+cc -O2 -Wall -o "$out/fleet_publish" "$here/fleet_publish.c" -lmosquitto
+cc -O2 -Wall -o "$out/fleet_baseline" "$here/fleet_baseline.c" -lmosquitto

@@ -8,11 +8,11 @@ func fleetState(
     _ broker: Mosquitto, settings: BrokerSettings? = nil, prefix: String = "accmon"
 ) async throws -> FleetState {
     let settings = try settings ?? BrokerSettings(address: BrokerAddress.parse(broker.url).get(), keepAliveSeconds: 5)
-    return try await FleetReader.state(settings: settings, topics: FleetTopics(prefix: prefix))
+    return try await FleetReader.state(settings: settings, topics: FleetTopics(prefix: prefix)).state
 }
 
 /// How the broker's retained state differs from the hosts' truths (each host's accessories, status online unless
-/// listed in `offline`); empty when they agree.
+/// listed in `offline`, the count of accessory topics an online status carries); empty when they agree.
 func differences(_ state: FleetState, _ truths: [String: [UInt64: Accessory]], offline: Set<String> = []) -> [String] {
     var problems: [String] = []
     for (name, truth) in truths.sorted(by: { $0.key < $1.key }) {
@@ -28,6 +28,11 @@ func differences(_ state: FleetState, _ truths: [String: [UInt64: Accessory]], o
         if !missing.isEmpty { problems.append("\(name): missing connections \(missing)") }
         if !ghosts.isEmpty { problems.append("\(name): ghost connections \(ghosts)") }
         if !wrong.isEmpty { problems.append("\(name): payloads differ for connections \(wrong)") }
+        let counted = host.status?.retainedCount(.accessories)
+        if counted == nil, expectedState == "online" { problems.append("\(name): its status counts nothing") }
+        if let counted, counted != truth.count {
+            problems.append("\(name): its status counts \(counted) of \(truth.count)")
+        }
     }
     return problems
 }

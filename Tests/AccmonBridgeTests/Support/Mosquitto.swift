@@ -14,6 +14,8 @@ final class Mosquitto: @unchecked Sendable {
         /// `password_file` (made with mosquitto_passwd); without it, anonymous clients are allowed.
         var passwordFile: String?
         var aclFile: String?
+        /// More lines of mosquitto.conf, such as `max_queued_messages 50`.
+        var settings: [String] = []
     }
 
     let directory: TemporaryDirectory
@@ -87,6 +89,7 @@ final class Mosquitto: @unchecked Sendable {
         }
         if let passwordFile = options.passwordFile { lines.append("password_file \(passwordFile)") }
         if let aclFile = options.aclFile { lines.append("acl_file \(aclFile)") }
+        lines += options.settings
         let config = directory.file("mosquitto.conf")
         try (lines.joined(separator: "\n") + "\n").write(toFile: config, atomically: true, encoding: .utf8)
         return try ChildProcess(

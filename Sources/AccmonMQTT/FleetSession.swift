@@ -1,0 +1,314 @@
+import AccmonSys
+import Glibc
+
+/// One read: filters subscribed at once (or none: a marker alone, which closes an interval while following), read
+/// until the end marker comes back.
+struct FleetWindow {
+    enum Kind {
+        /// Every host's status.
+        case statuses
+        /// Buckets of the host index.
+        case index([Int])
+        /// Whole hosts: their statuses and accessory topics.
+        case hosts([FleetReadPlan.Host])
+        /// The statuses of hosts shown, to compare their counts with what is shown (following, after an interval in
+        /// which the broker may have dropped a change).
+        case statusCheck([String])
+        /// No filter: an end marker after changes, whose return tells whether the broker can have dropped some.
+        case live
+    }
+
+    var kind: Kind
+    var filters: [String]
+    /// Whether the filters stay subscribed once read (to follow changes).
+    var keep: Bool
+    var number: Int
+    /// The message id of its SUBSCRIBE, and whether the SUBACK came.
+    var subscribeID: Int32?
+    var subscribed = false
+    /// The packets received since the SUBSCRIBE was sent.
+    var packets = 0
+    /// For a window bigger than the broker's queue: the packets after which its first end marker goes (sent at once,
+    /// the broker would drop it while its queue is full of the window's messages).
+    var markerAfter: Int?
+    var markersSent = 0
+    var lastPacket: UInt64
+    /// Which of the end markers came back first (0: the first one, so no marker was dropped).
+    var endedWith: Int?
+    /// What the read found of its hosts, kept apart from what is shown until the end.
+    var fresh: FleetState
+    var levels: Set<String> = []
+    /// The host levels of the index entries read for the selection (`.index`), and how many entries were read.
+    var entries: Set<String> = []
+    var entriesRead = 0
+}
+
+/// One reader's connection and state; lives on one thread. The reads are in FleetSession+Reads.swift, what following
+/// adds in FleetSession+Following.swift.
+final class FleetSession {
+    enum Phase { case connecting, statuses, index, hosts, following }
+
+    /// Packets a window may hold that the reader does not count (PINGRESP).
+    static let uncountedPackets = 8
+    /// Without a packet for this long, a window whose end marker may have been dropped sends another one.
+    static let markerRetryAfterDrop: UInt64 = 200_000_000
+    static let markerRetry: UInt64 = 1_000_000_000
+    static let answerTimeout: UInt64 = 10_000_000_000
+
+    let settings: BrokerSettings
+    let topics: FleetTopics
+    let options: FleetReadOptions
+    /// Whether the session follows changes after its first read (`watch`), so keeps what it subscribed to.
+    let follows: Bool
+    let clientID = "accmon-cli-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+    /// The topic of this reader's end markers (compared with every message's).
+    let markerTopic: String
+    /// Tells this session's end markers from an earlier one's with the same client id.
+    let nonce = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+    var client: MQTTClient?
+    var state: FleetState
+    var plan: FleetReadPlan
+    var phase = Phase.connecting
+    /// The oldest window open, and the next one when it started before the oldest ended (`list`: FleetSession+Reads).
+    var window: FleetWindow?
+    var ahead: FleetWindow?
+    var windowNumber = 0
+    /// The last window finished, and whether nothing can have been dropped in it.
+    var finished: (window: FleetWindow, complete: Bool)?
+    /// The broker's queue as the reader knows it: the option, or less once a dropped end marker showed it smaller.
+    var brokerQueue: Int
+    /// The host levels known to read (read, or waiting in the plan).
+    var listed: Set<String> = []
+    var changes: [FleetChange] = []
+    var warnings: [String] = []
+    /// Whether a warning said that something may be missing (rather than read slower).
+    var incomplete = false
+    /// Filters to unsubscribe from with the next SUBSCRIBE.
+    var pendingUnsubscribe: [String] = []
+    /// What following keeps: the intervals between end markers, the hosts to read again.
+    var watching = Watching()
+    var failure: MQTTError?
+    var connected = false
+    var awaitedSubscription: Int32?
+    var stepDeadline: UInt64?
+    var probeToken: [UInt8]?
+    var probeMessageID: Int32?
+
+    init(settings: BrokerSettings, topics: FleetTopics, options: FleetReadOptions, follows: Bool) {
+        self.settings = settings
+        self.topics = topics
+        self.options = options
+        self.follows = follows
+        markerTopic = topics.readerSync(clientID: clientID)
+        state = FleetState(topics: topics)
+        brokerQueue = options.brokerQueue
+        plan = FleetReadPlan(budget: Self.budget(brokerQueue))
+    }
+
+    /// The messages a window may expect: half the broker's queue, less the packets not counted and a tenth for the
+    /// changes that arrive meanwhile. Half, so that two windows in a row fit the queue: `list` starts a window before
+    /// the one before it ends (FleetSession+Reads.swift), and while following a drop shows in two consecutive
+    /// intervals (FleetSession+Following.swift).
+    static func budget(_ brokerQueue: Int) -> Int { (brokerQueue - uncountedPackets) * 9 / 20 }
+
+    var budget: Int { Self.budget(brokerQueue) }
+
+    func readOnce() -> Result<FleetReadResult, MQTTError> {
+        defer { client?.disconnect() }
+        do {
+            try synchronize()
+            return .success(FleetReadResult(state: state, warnings: warnings, complete: !incomplete))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// A fresh connection: connected, the end-marker topic subscribed and the end marker echoed once (a QoS 1
+    /// publication, whose PUBACK tells a refusal by the ACL).
+    func connect() throws(MQTTError) {
+        client = nil
+        connected = false
+        failure = nil
+        window = nil
+        ahead = nil
+        phase = .connecting
+        pendingUnsubscribe = []
+        watching = Watching()
+        brokerQueue = options.brokerQueue
+        plan = FleetReadPlan(budget: budget)
+        let client = try MQTTClient(clientID: clientID, settings: settings)
+        self.client = client
+        try client.connect(address: settings.address, keepAliveSeconds: settings.keepAliveSeconds)
+        try waitFor { connected }
+        try subscribe([markerTopic])
+        let token = Array("\(nonce) probe".utf8)
+        probeToken = token
+        probeMessageID = try client.publish(
+            topic: markerTopic, payload: token, retained: false)
+        try waitFor { probeToken == nil }
+    }
+
+    /// Subscribes and waits for the SUBACK.
+    func subscribe(_ filters: [String], options: MQTTClient.SubscriptionOptions = []) throws(MQTTError) {
+        guard let client else { throw MQTTError(.unreachable, "mqtt: not connected") }
+        awaitedSubscription = try client.subscribe(filters, options: options)
+        try waitFor { awaitedSubscription == nil }
+    }
+
+    /// Drives the connection until `done` holds, at most 10 s.
+    private func waitFor(_ done: () -> Bool) throws(MQTTError) {
+        stepDeadline = monotonicNanoseconds() + Self.answerTimeout
+        defer { stepDeadline = nil }
+        try run(done)
+    }
+
+    /// Drives the connection until `done` holds; throws when it fails, or a step or a window gets no answer in time.
+    func run(_ done: () -> Bool) throws(MQTTError) {
+        while !done() {
+            if let failure {
+                self.failure = nil
+                client = nil
+                throw failure
+            }
+            guard let client, let socket = client.socket else {
+                throw MQTTError(.unreachable, "mqtt: \(settings.address): the connection closed")
+            }
+            let now = monotonicNanoseconds()
+            let wake = try advance(now: now)
+            if done() { break }
+            var wait = pollfd(
+                fd: socket.rawValue, events: Int16(POLLIN | (client.wantsWrite ? POLLOUT : 0)), revents: 0)
+            let timeout = Int32(min(wake > now ? (wake - now) / 1_000_000 + 1 : 0, 1000))
+            if poll(&wait, 1, timeout) < 0, errno != EINTR { throw MQTTError(.unreachable, "poll: \(Errno.current)") }
+            if wait.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+                // Many packets per poll: libmosquitto reads one packet per call.
+                for _ in 0..<256 {
+                    client.read()
+                    let events = client.takeEvents()
+                    if events.isEmpty { break }
+                    for event in events { handle(event) }
+                    if self.client !== client { break }
+                }
+                client.acknowledgeQuickly()
+            }
+            if wait.revents & Int16(POLLOUT) != 0 { client.write() }
+            client.housekeeping()
+            for event in client.takeEvents() { handle(event) }
+        }
+    }
+
+    /// Does what is due at `now` (timeouts, another end marker, the reads of a session that follows); returns when
+    /// something is next due.
+    private func advance(now: UInt64) throws(MQTTError) -> UInt64 {
+        if let stepDeadline, now >= stepDeadline { throw noAnswer() }
+        if phase == .following, window == nil, let due = try startFollowingRead(now: now) { return due }
+        // The newest window's marker: when it comes back, an older marker that did not was dropped.
+        guard var newest = ahead ?? window else { return now + 1_000_000_000 }
+        let idle = now - min(newest.lastPacket, now)
+        if idle >= Self.answerTimeout { throw noAnswer() }
+        let mayHaveDropped = newest.packets + Self.uncountedPackets >= brokerQueue
+        let retry = mayHaveDropped ? Self.markerRetryAfterDrop : Self.markerRetry
+        if idle >= retry {
+            try sendMarker(&newest)
+            newest.lastPacket = now
+            if ahead != nil { ahead = newest } else { window = newest }
+        }
+        return now + retry
+    }
+
+    private func noAnswer() -> MQTTError {
+        client = nil
+        return MQTTError(.unreachable, "mqtt: \(settings.address): no answer within 10 s")
+    }
+
+    /// Publishes the window's next end marker, QoS 0: a QoS 1 one the broker drops leaves its PUBACK unsent, and
+    /// libmosquitto's in-flight window would fill with them.
+    func sendMarker(_ window: inout FleetWindow) throws(MQTTError) {
+        guard let client else { throw MQTTError(.unreachable, "mqtt: not connected") }
+        let token = Array("\(nonce) \(window.number) \(window.markersSent)".utf8)
+        window.markersSent += 1
+        _ = try client.publish(topic: markerTopic, payload: token, retained: false, qos: 0)
+    }
+
+    private func handle(_ event: MQTTClient.Event) {
+        switch event {
+        case .connected(nil): connected = true
+        case .connected(let error?): failure = failure ?? error
+        case .disconnected(let error):
+            failure = failure ?? error ?? MQTTError(.unreachable, "mqtt: \(settings.address): disconnected")
+        case .subscribed(let messageID, let refused):
+            countPacket()
+            if messageID == awaitedSubscription { awaitedSubscription = nil }
+            if messageID == window?.subscribeID { window?.subscribed = true }
+            if messageID == ahead?.subscribeID { ahead?.subscribed = true }
+            if !refused.isEmpty {
+                failure =
+                    failure
+                    ?? MQTTError(
+                        .notAuthorized,
+                        "mqtt: \(settings.address): the broker refused a subscription under '\(topics.prefix)/': may "
+                            + "this user read the fleet's topics? (docs/MQTT.md, ACL)")
+            }
+        case .unsubscribed:
+            countPacket()
+        case .published(let messageID, let error?) where messageID == probeMessageID:
+            failure =
+                failure
+                ?? MQTTError(
+                    error.code,
+                    "mqtt: \(settings.address): the broker refused the end marker on "
+                        + "'\(markerTopic)' (\(error.message)): readers must be allowed to "
+                        + "publish there (docs/MQTT.md, ACL)")
+        case .published:
+            break
+        case .message(let topic, let payload, _):
+            countPacket()
+            if topic == markerTopic {
+                marker(payload)
+            } else if let parsed = topics.parse(topic) {
+                message(parsed, payload: payload)
+            }
+        }
+    }
+
+    /// Counts a packet received: in the window, and in the interval since the last end marker came back.
+    private func countPacket() {
+        let now = monotonicNanoseconds()
+        watching.sinceMarker += 1
+        watching.lastPacket = now
+        if ahead != nil {
+            ahead!.packets += 1
+            ahead!.lastPacket = now
+        }
+        guard window != nil else { return }
+        window!.packets += 1
+        window!.lastPacket = now
+        if window!.markersSent == 0, let after = window!.markerAfter, window!.packets >= after {
+            // try?: a failed publication ends the connection, which its event reports.
+            try? sendMarker(&window!)
+        }
+    }
+
+    /// An end marker came back: the probe of ``connect()``, or a window's (any of its tokens ends it).
+    private func marker(_ payload: [UInt8]) {
+        if let probeToken, payload == probeToken {
+            self.probeToken = nil
+            return
+        }
+        guard let window else { return }
+        let words = String(decoding: payload, as: UTF8.self).split(separator: " ")
+        guard words.count == 3, words[0] == nonce, let number = Int(words[1]), let resend = Int(words[2]) else {
+            return
+        }
+        if number == window.number {
+            self.window?.endedWith = resend
+            finishWindow()
+        } else if number == ahead?.number {
+            // The oldest window's markers came back before this one, or were dropped.
+            self.window?.endedWith = window.markersSent
+            finishWindow()
+            self.window?.endedWith = resend
+            finishWindow()
+        }
+    }
+}
