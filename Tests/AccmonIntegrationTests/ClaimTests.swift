@@ -204,4 +204,31 @@ import Testing
         #expect(!listed.stdout.contains("\"claim\""), "\(listed)")
         watcher.send(SIGINT)
     }
+
+    @Test func aRestoredSessionKeepsAskingForClaimsAcrossARestart() async throws {
+        let daemon = try await ClaimDaemon()
+        let board = try await daemon.plug("KEEPASK1")
+        func session() async throws -> RawSocket {
+            let raw = try RawSocket(path: daemon.socketPath)
+            try raw.send(#"{"type":"hello","id":1,"versions":[1],"restoreID":"bridge"}"# + "\n")
+            return raw
+        }
+        var raw = try await session()
+        try raw.send(#"{"type":"subscribe","id":2,"claims":true}"# + "\n")
+        #expect(await eventually { await raw.readObject(timeout: .milliseconds(100))?["type"] as? String == "snapshot" })
+        raw.close()
+        try await daemon.restart(signal: SIGTERM)
+        raw = try await session()
+        #expect(await eventually { await raw.readObject(timeout: .milliseconds(100))?["type"] as? String == "restored" })
+        let holder = try await daemon.connect("holder")
+        let claim = try await holder.claim(.connections([board]), reason: "after the restart")
+        #expect(
+            await eventually {
+                let line = await raw.readObject(timeout: .milliseconds(100))
+                return line?["type"] as? String == "claim-update" && line?["connectionID"] as? Int == Int(board.rawValue)
+            }, "the restored subscription still asks for claims")
+        try await claim.release()
+        holder.close()
+        raw.close()
+    }
 }

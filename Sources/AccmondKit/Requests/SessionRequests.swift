@@ -147,7 +147,11 @@ extension RequestHandler {
             for: session.principal, filter: filter, includeRejected: includeRejected, claims: claims)
         session.subscribe(
             Subscription(filter: filter, includesRejected: includeRejected, claims: claims),
-            memory: SessionMemory(filter: filter, snapshot: snapshot))
+            memory: { () -> SessionMemory in
+                var memory = SessionMemory(filter: filter, snapshot: snapshot)
+                memory.claims = claims
+                return memory
+            }())
         if session.memory != nil { persistence.markDirty() }
         state.reply(to: session, .snapshot(id: id, snapshot))
     }

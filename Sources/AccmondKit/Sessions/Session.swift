@@ -147,7 +147,7 @@ final class Session {
     /// Takes over a preserved session: its memory and its subscription.
     func handBack(_ kept: PreservedSession) {
         memory = kept.memory
-        subscription = Subscription(filter: kept.memory.filter, includesRejected: false)
+        subscription = Subscription(filter: kept.memory.filter, includesRejected: false, claims: kept.memory.claims)
     }
 
     /// Gives up the restore id (its preserved session was kept at once, for a new connection to reclaim).

@@ -10,6 +10,8 @@ import AccmonProtocol
 public struct SessionMemory: Sendable {
     /// The subscription filter.
     public var filter: AccessoryFilter
+    /// Whether the subscription asked for claims (`claim-update` messages), which a restored session keeps.
+    public var claims = false
     /// The last sequence number the client acknowledged.
     public private(set) var acknowledged: UInt64
     /// The accessories the client knew as connected as of ``acknowledged``, by connection.

@@ -36,6 +36,8 @@ struct PersistedState: Codable, Sendable, Equatable {
         var preservedAt: Double
         /// The template registered for relaunch; absent when none was.
         var relaunch: String? = nil
+        /// Whether the subscription asked for claims; absent in files of accmon without check-out.
+        var claims: Bool? = nil
     }
 
     struct ReplayedEvent: Codable, Sendable, Equatable {
@@ -66,16 +68,18 @@ extension PersistedState.PreservedEntry {
             replay: memory.replay.events.map {
                 PersistedState.ReplayedEvent(change: $0.change, seq: $0.sequence, accessory: $0.accessory)
             },
-            preservedAt: preservedAt, relaunch: relaunch?.name)
+            preservedAt: preservedAt, relaunch: relaunch?.name, claims: memory.claims ? true : nil)
     }
 
     /// The memory, its replay re-encoded with `codec`.
     func memory(codec: ProtocolCodec) -> SessionMemory {
-        SessionMemory(
+        var memory = SessionMemory(
             filter: filter, acknowledged: acknowledged, known: known,
             replay: replay.map { saved in
                 let event = AccessoryEvent(saved.change, sequence: saved.seq, accessory: saved.accessory)
                 return (event, codec.encode(.event(event)))
             })
+        memory.claims = claims ?? false
+        return memory
     }
 }
