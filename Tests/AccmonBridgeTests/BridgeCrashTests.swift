@@ -63,6 +63,9 @@ extension BridgeProcessTests {
             #expect(try await waitForFleet([host], broker: broker).isEmpty)
             #expect(try await fleetState(broker).hosts["lab-5"]?.accessories.isEmpty == false)
             let before = try await host.truth()
+            // accmond's state file is at most ~100 ms behind (PROTOCOL §11): a SIGKILL sooner could take the last
+            // plugs with it, which the simulated accessories (kept across restarts, as hardware) would then miss.
+            if signal == SIGKILL { try await Task.sleep(for: .milliseconds(300)) }
 
             try await host.restartDaemon(signal: signal)
             #expect(
