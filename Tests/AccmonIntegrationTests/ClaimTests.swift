@@ -231,4 +231,20 @@ import Testing
         holder.close()
         raw.close()
     }
+
+    @Test func simulatedAccessoriesOutliveTheDaemonWithTheirConnectionIDs() async throws {
+        // No client with a restore id: nothing but the simulated plugs changes the state.
+        let daemon = try await ClaimDaemon()
+        let kept = try await daemon.plug("OUTLIVE1")
+        let gone = try await daemon.plug("OUTLIVE2")
+        try await daemon.unplug(gone)
+        try await Task.sleep(for: .milliseconds(300))  // the state file is at most ~100 ms behind
+        for signal in [SIGKILL, SIGTERM] {
+            try await daemon.restart(signal: signal)
+            let connection = try await daemon.connect()
+            let listed = try await connection.list().accessories.map(\.connectionID)
+            connection.close()
+            #expect(listed == [kept], "after \(signal == SIGKILL ? "SIGKILL" : "SIGTERM")")
+        }
+    }
 }

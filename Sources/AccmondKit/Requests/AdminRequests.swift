@@ -47,6 +47,8 @@ extension RequestHandler {
         publisher.publishWaiting()  // what other sources reported first goes first
         // A simulated device's key is new: its report is one connect, which gives the connection id.
         let connected = publisher.apply(report).last { $0.change == .connect }
+        // A simulated accessory stands for hardware: the state file is what keeps it across a restart.
+        persistence.markDirty()
         state.reply(to: session, .ok(id: id, connectionID: connected?.accessory.connectionID))
     }
 
@@ -63,6 +65,7 @@ extension RequestHandler {
         }
         publisher.publishWaiting()
         publisher.apply(simulated.disconnect(key: key))
+        persistence.markDirty()
         state.reply(to: session, .ok(id: id, connectionID: connectionID))
     }
 
