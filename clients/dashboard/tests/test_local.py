@@ -10,7 +10,7 @@ from typing import Any, Iterator, List
 
 import pytest
 from accmon.simulator import SimulatedDaemon
-from page import fetch, host_status, mark_page, rows, state, still_marked
+from page import cell_text, fetch, host_status, mark_page, rows, state, still_marked
 from rig import ACCMON, ACCMOND, DashboardProcess, eventually
 
 HISTORY_WRAPPER = """#!/bin/sh
@@ -50,8 +50,8 @@ def test_one_host_live_offline_and_back(browser: Any, daemon: SimulatedDaemon) -
         eventually(lambda: ("bench-7", board) in rows(browser), 15, "the new row")
         daemon.unplug(board)
         eventually(lambda: ("bench-7", board) not in rows(browser), 15, "the row to leave")
-        # The events seen live carry accmond's sequence numbers.
-        events = state(dashboard.url)["events"]
+        # The events seen live carry accmond's sequence numbers (the adapter's connect comes from accmond's history).
+        events = [e for e in state(dashboard.url)["events"] if e.get("accessory", {}).get("connectionID") == board]
         assert [(e["kind"], e["accessory"]["connectionID"]) for e in events] == [("connect", board), ("disconnect", board)]
         assert events[1]["eventSeq"] == events[0]["eventSeq"] + 1
 
@@ -126,3 +126,23 @@ def test_without_history_the_events_are_those_seen_since_the_start(daemon: Simul
         dashboard.close()
 
 
+
+
+def test_a_real_claim_shows_its_holder_live_and_goes_with_its_release(browser: Any, daemon: SimulatedDaemon) -> None:
+    import accmon  # the dependency-free client beside the dashboard: a real claim through the real accmond
+
+    board = daemon.plug(kind="usb", vendor="1209", product="0001", name="Board", serial="B1")
+    dashboard = local_dashboard(daemon)
+    try:
+        browser.get(dashboard.url + "/")
+        eventually(lambda: ("bench-7", board) in rows(browser), 15, "the board's row")
+        def holder() -> str:
+            return cell_text(browser, "bench-7", board, "col-holder") or ""
+
+        with accmon.Client(socket=daemon.socket) as client, client.claim(board, reason="flashing"):
+            eventually(lambda: holder().startswith("root"), 15, "the holder, live", show=holder)
+        eventually(lambda: holder() == "–", 15, "the claim gone with its release", show=holder)
+        kinds = [e["kind"] for e in state(dashboard.url)["events"]]
+        assert "claim" in kinds and "release" in kinds
+    finally:
+        dashboard.close()

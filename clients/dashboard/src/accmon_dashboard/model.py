@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from .records import Delta, RowKey, accessory_row, party_of, seconds, summary_of, text, whole
+from .records import Delta, RowKey, accessory_row, claim_of, party_of, seconds, summary_of, text, whole
 
 __all__ = ["Model"]
 
@@ -170,9 +170,24 @@ class Model:
                     batch.connect(event_row)
                 else:
                     batch.disconnect((host, event_row["connectionID"]))
+            elif kind == "claim-update":
+                self._local_claim(batch, host, line)
             else:
                 self.ignored_lines += 1
         return batch.finish()
+
+    def _local_claim(self, batch: "_Batch", host: str, line: Dict[str, Any]) -> None:
+        """A ``claim-update`` line: the connection's row with its claim now (none: released)."""
+        connection = whole(line.get("connectionID"))
+        row = self.rows.get((host, connection)) if connection is not None else None
+        if row is None:
+            self.ignored_lines += 1
+            return
+        updated = {key: value for key, value in row.items() if key != "claim"}
+        claim = claim_of(line.get("claim"))
+        if claim is not None:
+            updated["claim"] = claim
+        batch.connect(updated)
 
     def _local_online(self, batch: "_Batch", name: str, since: Optional[float]) -> None:
         previous = self.hosts.get(name)
