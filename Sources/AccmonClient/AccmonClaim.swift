@@ -134,7 +134,9 @@ extension AccmonConnection {
 
     /// Releases a claim by id, connection or accessory; with `force` (root and the manifest's admins), breaks
     /// another's claim, telling its holder `reason`.
-    public func release(_ target: ReleaseRequest.Target, force: Bool = false, reason: String = "") async throws(AccmonError) {
+    public func release(
+        _ target: ReleaseRequest.Target, force: Bool = false, reason: String = ""
+    ) async throws(AccmonError) {
         _ = try await channel.request(.release(ReleaseRequest(target, force: force, reason: reason)))
     }
 }

@@ -290,6 +290,9 @@ public final class AccmonConnection: Sendable {
     /// The newest history entries this client may see: what happened to the accessories (connects, disconnects,
     /// claims; rejected connects for root and the manifest's admins), oldest first.
     ///
+    /// The daemon answers a request with at most about its client buffer's bound of bytes (`truncated`); this asks
+    /// again for the older entries (with ``HistoryQuery/before``) until it has `limit` of them or there are no more.
+    ///
     /// - Parameters:
     ///   - since: only entries recorded after this time (seconds since the epoch); `nil` for all the daemon keeps.
     ///   - limit: at most this many, the newest (1 to ``HistoryQuery/maximumLimit``).
@@ -297,11 +300,18 @@ public final class AccmonConnection: Sendable {
     public func history(
         since: Double? = nil, limit: Int = HistoryQuery.defaultLimit, filter: AccessoryFilter = .all
     ) async throws(AccmonError) -> [HistoryEntry] {
-        let query = HistoryQuery(since: since, limit: limit, filter: filter)
-        guard case .history(_, let entries) = try await channel.request(.history(query)) else {
-            throw AccmonError(.invalidResponse, "accmon: history: unexpected reply from accmond")
+        var pages: [[HistoryEntry]] = []
+        var query = HistoryQuery(since: since, limit: limit, filter: filter)
+        while true {
+            guard case .history(_, let entries, let truncated) = try await channel.request(.history(query)) else {
+                throw AccmonError(.invalidResponse, "accmon: history: unexpected reply from accmond")
+            }
+            pages.append(entries)
+            query.limit -= entries.count
+            guard truncated, query.limit > 0, let oldest = entries.first?.seq else { break }
+            query.before = oldest
         }
-        return entries
+        return pages.reversed().flatMap { $0 }
     }
 
     /// Asks the daemon to read its manifest again (root and the manifest's admins only).

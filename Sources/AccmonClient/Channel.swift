@@ -396,7 +396,7 @@ extension ServerMessage {
     var requestID: RequestID? {
         switch self {
         case .hello(let id, _, _, _, _), .snapshot(let id, _), .list(let id, _), .status(let id, _), .ok(let id, _),
-            .error(let id, _), .claim(let id, _), .claims(let id, _), .history(let id, _):
+            .error(let id, _), .claim(let id, _), .claims(let id, _), .history(let id, _, _):
             id
         case .event, .shutdown, .restore, .restored, .claimNotice, .claimUpdate: nil
         }

@@ -9,7 +9,8 @@ extension ProtocolCodec {
         switch message {
         case .event(let event): EventLineWriter.line(event)
         case .ok(let id, let connectionID): ReplyLineWriter.ok(id: id, connectionID: connectionID)
-        case .history(let id, let entries): ReplyLineWriter.history(id: id, entries: entries)
+        case .history(let id, let entries, let truncated):
+            ReplyLineWriter.history(id: id, entries: entries, truncated: truncated)
         default: line(ServerMessageCoding(message: message))
         }
     }

@@ -135,7 +135,8 @@ public struct ProtocolCodec {
             throw ProtocolError(
                 .invalidField, "history: limit: \(limit) is not from 1 to \(HistoryQuery.maximumLimit)")
         }
-        return HistoryQuery(since: body.since, limit: limit, filter: try validated(body.filter, "history"))
+        return HistoryQuery(
+            since: body.since, before: body.before, limit: limit, filter: try validated(body.filter, "history"))
     }
 
     private func simulateRequest(_ data: Data) throws -> ClientRequest {
@@ -206,7 +207,7 @@ public struct ProtocolCodec {
             body = OutgoingBare(type: message.request.typeName, id: message.id)
         case .history(let query):
             body = OutgoingHistory(
-                type: "history", id: message.id, since: query.since,
+                type: "history", id: message.id, since: query.since, before: query.before,
                 limit: query.limit == HistoryQuery.defaultLimit ? nil : query.limit,
                 filter: query.filter == .all ? nil : query.filter)
         case .simulateConnect(let accessory):

@@ -95,14 +95,16 @@ struct FilterBody: Decodable {
 
 struct HistoryBody: Decodable {
     var since: Double?
+    var before: UInt64?
     var limit: Int?
     var filter: AccessoryFilter?
 
-    enum CodingKeys: String, CodingKey { case since, limit, filter }
+    enum CodingKeys: String, CodingKey { case since, before, limit, filter }
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         since = try c.decodeIfPresent(Double.self, forKey: .since)
+        before = try c.decodeIntegerIfPresent(UInt64.self, forKey: .before)
         limit = try c.decodeIntegerIfPresent(Int.self, forKey: .limit)
         filter = try c.decodeIfPresent(AccessoryFilter.self, forKey: .filter)
     }
@@ -112,6 +114,7 @@ struct OutgoingHistory: Encodable {
     var type: String
     var id: RequestID?
     var since: Double?
+    var before: UInt64?
     var limit: Int?
     var filter: AccessoryFilter?
 }
@@ -159,7 +162,7 @@ struct ServerMessageCoding: Codable {
 
     enum Keys: String, CodingKey {
         case type, id, version, daemon, session, seq, accessories, accessory, connectionID, code, message, reason
-        case restored, filter, rejected, holders, claim, claims, waiters, notice, entries
+        case restored, filter, rejected, holders, claim, claims, waiters, notice, entries, truncated
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -209,10 +212,11 @@ struct ServerMessageCoding: Codable {
             try c.encode("status", forKey: .type)
             try c.encodeIfPresent(id, forKey: .id)
             try status.encode(to: encoder)
-        case .history(let id, let entries):
+        case .history(let id, let entries, let truncated):
             try c.encode("history", forKey: .type)
             try c.encodeIfPresent(id, forKey: .id)
             try c.encode(entries, forKey: .entries)
+            if truncated { try c.encode(true, forKey: .truncated) }
         case .ok(let id, let connectionID):
             try c.encode("ok", forKey: .type)
             try c.encodeIfPresent(id, forKey: .id)
@@ -285,7 +289,10 @@ struct ServerMessageCoding: Codable {
                     accessory: try c.decode(Accessory.self, forKey: .accessory),
                     rejection: try c.decodeIfPresent(String.self, forKey: .rejected)))
         case "status": message = .status(id: id, try DaemonStatus(from: decoder))
-        case "history": message = .history(id: id, entries: try c.decode([HistoryEntry].self, forKey: .entries))
+        case "history":
+            message = .history(
+                id: id, entries: try c.decode([HistoryEntry].self, forKey: .entries),
+                truncated: try c.decodeIfPresent(Bool.self, forKey: .truncated) ?? false)
         case "ok": message = .ok(id: id, connectionID: try c.decodeIfPresent(ConnectionID.self, forKey: .connectionID))
         case "error":
             message = .error(

@@ -56,8 +56,8 @@ public struct HistoryEntry: Codable, Sendable, Hashable {
     }
 }
 
-/// What a `history` request asks for: the newest ``limit`` entries recorded after ``since`` that pass ``filter``,
-/// oldest first.
+/// What a `history` request asks for: the newest ``limit`` entries recorded after ``since``, numbered below
+/// ``before``, that pass ``filter``, oldest first.
 public struct HistoryQuery: Sendable, Hashable {
     /// The default number of entries.
     public static let defaultLimit = 100
@@ -66,14 +66,20 @@ public struct HistoryQuery: Sendable, Hashable {
 
     /// Only entries recorded after this time (seconds since the epoch); `nil` for all.
     public var since: Double?
+    /// Only entries whose ``HistoryEntry/seq`` is below this; `nil` for all. A client pages back through a
+    /// `truncated` reply by asking again with its oldest entry's `seq`.
+    public var before: UInt64?
     /// At most this many entries, the newest (1 to ``maximumLimit``).
     public var limit: Int
     /// Only entries whose accessory passes this filter.
     public var filter: AccessoryFilter
 
     /// Creates a query.
-    public init(since: Double? = nil, limit: Int = defaultLimit, filter: AccessoryFilter = .all) {
+    public init(
+        since: Double? = nil, before: UInt64? = nil, limit: Int = defaultLimit, filter: AccessoryFilter = .all
+    ) {
         self.since = since
+        self.before = before
         self.limit = limit
         self.filter = filter
     }

@@ -287,8 +287,9 @@ public enum ServerMessage: Sendable, Hashable {
     case event(AccessoryEvent)
     /// The reply to `status`.
     case status(id: RequestID?, DaemonStatus)
-    /// The reply to `history`: the entries, oldest first.
-    case history(id: RequestID?, entries: [HistoryEntry])
+    /// The reply to `history`: the entries, oldest first; `truncated` when older ones the query asked for did not fit
+    /// in one reply (ask again with ``HistoryQuery/before`` set to the first entry's `seq`).
+    case history(id: RequestID?, entries: [HistoryEntry], truncated: Bool)
     /// Success of a request with no other reply (`unsubscribe`, `suspend`, `resume`, `simulate`); `simulate connect` names the connection.
     case ok(id: RequestID?, connectionID: ConnectionID?)
     /// A request failed or a line could not be read.

@@ -21,8 +21,8 @@ enum ReplyLineWriter {
         }
     }
 
-    /// `{"entries":[…],"id":…,"type":"history"}`, without an absent `id`.
-    static func history(id: RequestID?, entries: [HistoryEntry]) -> [UInt8] {
+    /// `{"entries":[…],"id":…,"truncated":true,"type":"history"}`, without an absent `id` or a false `truncated`.
+    static func history(id: RequestID?, entries: [HistoryEntry], truncated: Bool) -> [UInt8] {
         var out = JSONOutput(capacity: 256 + 700 * entries.count)
         EventLineWriter.literal(#"{"entries":["#, into: &out)
         EventLineWriter.list(entries, into: &out) { entry, out in HistoryLineWriter.entry(entry, into: &out) }
@@ -31,6 +31,7 @@ enum ReplyLineWriter {
             EventLineWriter.literal(#","id":"#, into: &out)
             requestID(id, into: &out)
         }
+        if truncated { EventLineWriter.literal(#","truncated":true"#, into: &out) }
         EventLineWriter.literal(#","type":"history"}\#n"#, into: &out)
         return out.bytes()
     }

@@ -199,7 +199,7 @@ extension RequestLineCheck {
         switch request {
         case .acknowledge: return nonIntegerNumbers.contains("seq") ? "seq" : nil
         case .simulateDisconnect: return nonIntegerNumbers.contains("connectionID") ? "connectionID" : nil
-        case .history: return nonIntegerNumbers.contains("limit") ? "limit" : nil
+        case .history: return ["before", "limit"].first { nonIntegerNumbers.contains($0) }
         case .hello: return nonIntegerNumbers.filter { $0.hasPrefix("versions.[") }.min()
         case .simulateConnect:
             return Accessory.Field.allCases.lazy.filter { $0.shape == .number }.map { "accessory.\($0.rawValue)" }

@@ -150,6 +150,42 @@ struct HistoryTests {
         #expect(result.stderr.contains("See 'accmon history --help'."), "\(result)")
     }
 
+    /// One reply holds at most about the client buffer's bound (`--max-client-buffer`, here 4096 bytes), the newest
+    /// entries first, and says `truncated`: a client that asks for 10,000 entries and never reads costs the daemon
+    /// that, not megabytes. `before` pages back from the oldest entry given, with no gap and no duplicate; the CLI
+    /// (through AccmonClient) does so until it has what `--limit` asks.
+    @Test func aLongHistoryIsAnsweredInPagesOfAboutTheClientBuffer() async throws {
+        let daemon = try await Accmond.start(arguments: ["--max-client-buffer", "4096"])
+        let admin = try await daemon.connect("admin")
+        defer { admin.close() }
+        for index in 1...120 {
+            _ = try await admin.simulateConnect(Accessory(kind: .usb, name: "Board \(index)", vendorID: "1d6b"))
+        }
+        let raw = try RawSocket(path: daemon.socketPath)
+        try raw.send(#"{"type":"history","id":1,"limit":10000}"# + "\n")
+        let line = try #require(await raw.readLine())
+        let first = try #require(jsonObject(line))
+        let entries = try #require(first["entries"] as? [[String: Any]])
+        #expect(first["truncated"] as? Bool == true)
+        #expect(line.utf8.count <= 4096 + 64 && line.utf8.count > 4096 - 700, "\(line.utf8.count) bytes")
+        let seqs = entries.compactMap { $0["seq"] as? Int }
+        #expect(seqs.last == 120 && seqs == Array(seqs.first!...120), "\(seqs)")
+        try raw.send(#"{"type":"history","id":2,"limit":10000,"before":\#(seqs[0])}"# + "\n")
+        let secondLine = try #require(await raw.readLine())
+        let second = try #require(jsonObject(secondLine))
+        let older = try #require(second["entries"] as? [[String: Any]]).compactMap { $0["seq"] as? Int }
+        #expect(older.last == seqs[0] - 1 && older.count == seqs.count, "\(older)")
+        try raw.send(#"{"type":"history","id":3,"before":1.5}"# + "\n")
+        let errorLine = try #require(await raw.readLine())
+        let error = try #require(jsonObject(errorLine))
+        #expect(error["code"] as? String == "invalid-field", "\(error)")
+
+        let result = try await daemon.accmon(["history", "--json", "--limit", "115"])
+        try #require(result.termination == .exited(0), "\(result)")
+        #expect(try Self.decoded(result.stdout).map(\.seq) == Array(6...120))
+        #expect(try await admin.history(limit: HistoryQuery.maximumLimit).map(\.accessory.name).first == "Board 1")
+    }
+
     /// `--history-entries 0` keeps none: the reply is empty and no file is written; a value out of range is a usage
     /// error.
     @Test func zeroEntriesTurnTheHistoryOff() async throws {

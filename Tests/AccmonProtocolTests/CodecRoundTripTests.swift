@@ -81,6 +81,8 @@ private let clientRequests: [ClientRequest] = {
         .history(HistoryQuery()),
         .history(HistoryQuery(since: 0, limit: HistoryQuery.maximumLimit)),
         .history(HistoryQuery(since: -1e300, limit: 7)),
+        .history(HistoryQuery(before: 1, limit: 7)),
+        .history(HistoryQuery(before: UInt64.max)),
     ]
     for filter in Fixtures.filters {
         requests.append(.history(HistoryQuery(filter: filter)))
@@ -147,9 +149,11 @@ private let serverMessages: [ServerMessage] = {
                     sequence: 0, simulate: false)))
         messages.append(.ok(id: id, connectionID: nil))
         messages.append(.ok(id: id, connectionID: ConnectionID(5)))
-        messages.append(.history(id: id, entries: []))
+        messages.append(.history(id: id, entries: [], truncated: false))
         var random = SplitMix64(seed: 29)
-        messages.append(.history(id: id, entries: (0..<5).map { _ in Fixtures.randomHistoryEntry(using: &random) }))
+        messages.append(
+            .history(
+                id: id, entries: (0..<5).map { _ in Fixtures.randomHistoryEntry(using: &random) }, truncated: true))
         messages.append(.error(id: id, ProtocolError(.invalidField, "subscribe: filter.kind: unknown kind")))
         messages.append(.error(id: id, ProtocolError(ProtocolError.Code(rawValue: "future-code"), "")))
     }

@@ -43,7 +43,7 @@ import Testing
         for round in 0..<300 {
             let entries = (0..<Int(random.next(below: 4))).map { _ in Fixtures.randomHistoryEntry(using: &random) }
             let id = Fixtures.requestIDs[round % Fixtures.requestIDs.count]
-            let reply = ServerMessage.history(id: id, entries: entries)
+            let reply = ServerMessage.history(id: id, entries: entries, truncated: random.next(below: 2) == 0)
             let line = codec.encode(reply)
             #expect(line == codec.encodeWithJSONEncoder(reply), "ACCMON_TEST_SEED=\(seed)")
             #expect(try codec.decodeServerMessage(line.dropLast()) == reply, "ACCMON_TEST_SEED=\(seed)")

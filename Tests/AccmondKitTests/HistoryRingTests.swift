@@ -105,7 +105,8 @@ import Testing
                     actor: random.next(below: 2) == 0 ? Party(user: "alice", uid: 1001) : nil, reason: "r")
                 let query = HistoryQuery(limit: HistoryQuery.maximumLimit)
                 let root = ClientPrincipal(uid: 0, gids: [0])
-                let newest = try #require(history.entries(matching: query, for: root, isAdmin: true).last)
+                let newest = try #require(
+                    history.entries(matching: query, for: root, isAdmin: true, byteBudget: .max).entries.last)
                 recorded.append((newest, verdict, accounts))
                 #expect(newest.seq == UInt64(recorded.count) && newest.kind == kind, "ACCMON_TEST_SEED=\(seed)")
             }
@@ -117,11 +118,12 @@ import Testing
             for principal in Self.principals {
                 for isAdmin in [false, true] {
                     let since = random.next(below: 3) == 0 ? kept.randomElement(using: &random)?.entry.time : nil
+                    let before = random.next(below: 3) == 0 ? kept.randomElement(using: &random)?.entry.seq : nil
                     let filter = Fixtures.filters.randomElement(using: &random)!
                     let limit = 1 + Int(random.next(below: 40))
-                    let answer = history.entries(
-                        matching: HistoryQuery(since: since, limit: limit, filter: filter), for: principal,
-                        isAdmin: isAdmin)
+                    let budget = random.next(below: 2) == 0 ? Int.max : Int(random.next(below: 4000))
+                    let query = HistoryQuery(since: since, before: before, limit: limit, filter: filter)
+                    let answer = history.entries(matching: query, for: principal, isAdmin: isAdmin, byteBudget: budget)
                     let model = kept.filter { item in
                         let visible: Bool =
                             if item.entry.kind == .rejected || !item.verdict.isAllowed {
@@ -132,14 +134,42 @@ import Testing
                                 false
                             }
                         return visible && filter.matches(item.entry.accessory)
-                            && since.map { item.entry.time > $0 } ?? true
+                            && since.map { item.entry.time > $0 } ?? true && before.map { item.entry.seq < $0 } ?? true
                     }.map(\.entry).suffix(limit)
-                    #expect(
-                        answer == Array(model),
-                        "ACCMON_TEST_SEED=\(seed): \(principal?.description ?? "nobody known") admin \(isAdmin)")
+                    // Within the budget: the newest entries whose lines and commas fit, at least one.
+                    var fitting = 0
+                    var bytes = 0
+                    for entry in model.reversed() {
+                        bytes += Self.encodedCount(entry) + (fitting > 0 ? 1 : 0)
+                        guard fitting == 0 || bytes <= budget else { break }
+                        fitting += 1
+                    }
+                    let who = principal?.description ?? "nobody known"
+                    let context = "ACCMON_TEST_SEED=\(seed): \(who) admin \(isAdmin)"
+                    #expect(answer.entries == Array(model.suffix(fitting)), "\(context)")
+                    #expect(answer.truncated == (fitting < model.count), "\(context)")
+                    // Paging back with `before` from the oldest entry given yields the rest, no gap, no duplicate.
+                    var pages = [answer.entries]
+                    var page = answer
+                    var rest = query
+                    while page.truncated, let oldest = page.entries.first?.seq {
+                        rest.before = oldest
+                        rest.limit -= page.entries.count
+                        page = history.entries(matching: rest, for: principal, isAdmin: isAdmin, byteBudget: budget)
+                        #expect(!page.entries.isEmpty, "\(context)")
+                        pages.append(page.entries)
+                    }
+                    #expect(pages.reversed().flatMap { $0 } == Array(model), "\(context)")
                 }
             }
         }
+    }
+
+    /// The bytes `entry` takes in a `history` reply.
+    static func encodedCount(_ entry: HistoryEntry) -> Int {
+        var out = JSONOutput(capacity: 256)
+        HistoryLineWriter.entry(entry, into: &out)
+        return out.count
     }
 
     /// A history of capacity 0 records nothing and numbers nothing.
@@ -148,6 +178,6 @@ import Testing
         history.record(
             .connect, accessory: Accessory(kind: .usb), verdict: .rejected(reason: ""), accounts: AccountIDs())
         #expect(history.count == 0 && history.lastSeq == 0)
-        #expect(history.entries(matching: HistoryQuery(), for: nil, isAdmin: true).isEmpty)
+        #expect(history.entries(matching: HistoryQuery(), for: nil, isAdmin: true, byteBudget: .max).entries.isEmpty)
     }
 }

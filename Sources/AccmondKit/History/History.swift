@@ -75,18 +75,31 @@ final class History {
         writer?.take(record)
     }
 
-    /// The newest `query.limit` entries recorded after `query.since` whose accessory passes `query.filter` and that
-    /// `principal` may see (``HistoryRecord/isVisible(to:isAdmin:)``), oldest first.
-    func entries(matching query: HistoryQuery, for principal: ClientPrincipal?, isAdmin: Bool) -> [HistoryEntry] {
+    /// The newest `query.limit` entries recorded after `query.since`, numbered below `query.before`, whose accessory
+    /// passes `query.filter` and that `principal` may see (``HistoryRecord/isVisible(to:isAdmin:)``), oldest first;
+    /// `truncated` when more would pass but would take the entries past `byteBudget` bytes on the wire (the first
+    /// entry is always given). The budget keeps one reply, which the daemon queues whatever the client's buffer
+    /// holds (PROTOCOL.md §10), to about the client buffer's bound, and the loop's work on it as small.
+    func entries(
+        matching query: HistoryQuery, for principal: ClientPrincipal?, isAdmin: Bool, byteBudget: Int
+    ) -> (entries: [HistoryEntry], truncated: Bool) {
         var found: [HistoryEntry] = []
+        var truncated = false
+        var measure = JSONOutput(capacity: 1024)
         ring.forEachNewestFirst { record in
             if let since = query.since, !(record.entry.time > since) { return true }
+            if let before = query.before, record.entry.seq >= before { return true }
             guard record.isVisible(to: principal, isAdmin: isAdmin), query.filter.matches(record.entry.accessory)
             else { return true }
+            HistoryLineWriter.entry(record.entry, into: &measure)
+            if measure.count + found.count > byteBudget, !found.isEmpty {  // a comma between entries
+                truncated = true
+                return false
+            }
             found.append(record.entry)
             return found.count < query.limit
         }
-        return found.reversed()
+        return (found.reversed(), truncated)
     }
 
     /// At shutdown, after the last entry: writes what waits and reserves exactly the last number, waiting for the

@@ -85,9 +85,10 @@ final class RequestHandler {
         case .reloadManifest: reload(session, id: id)
         case .status: state.reply(to: session, .status(id: id, status(for: session)))
         case .history(let query):
-            let entries = state.history.entries(
-                matching: query, for: session.principal, isAdmin: state.authorizer.isAdmin(session.principal))
-            state.reply(to: session, .history(id: id, entries: entries))
+            let (entries, truncated) = state.history.entries(
+                matching: query, for: session.principal, isAdmin: state.authorizer.isAdmin(session.principal),
+                byteBudget: state.configuration.limits.clientOutputBytes)
+            state.reply(to: session, .history(id: id, entries: entries, truncated: truncated))
         case .simulateConnect(let accessory): simulateConnect(session, id: id, accessory)
         case .simulateDisconnect(let connectionID): simulateDisconnect(session, id: id, connectionID)
         case .claim(let request): state.claims?.claim(session, id: id, request, handler: self)
