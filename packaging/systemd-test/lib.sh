@@ -90,9 +90,14 @@ remove_dropin() {
 # shipped_exec_start: accmond.service's ExecStart= command line as the package ships it.
 shipped_exec_start() { sed -n 's/^ExecStart=//p' "$shipped_service"; }
 
-# ensure_user NAME [GROUP]: a user without a home or a login shell, in GROUP when given.
+# ensure_user NAME [GROUPS]: a user without a home or a login shell, in GROUPS (comma-separated) when given; a user
+# an earlier check made is added to GROUPS.
 ensure_user() {
-  getent passwd "$1" >/dev/null || useradd --no-create-home --shell /usr/sbin/nologin ${2:+--groups "$2"} "$1"
+  if getent passwd "$1" >/dev/null; then
+    [ -z "${2:-}" ] || usermod --append --groups "$2" "$1"
+  else
+    useradd --no-create-home --shell /usr/sbin/nologin ${2:+--groups "$2"} "$1"
+  fi
 }
 # as_user NAME COMMAND...: COMMAND as NAME with NAME's groups, in a clean environment.
 as_user() {

@@ -34,7 +34,12 @@ check "... because systemd's watchdog fired (journal: 'Watchdog timeout')" \
 expect "... and systemd restarted the service (NRestarts)" "$(prop accmond.service NRestarts)" "$((restarts + 1))"
 refute "... and the frozen process is gone" kill -0 "$frozen"
 
-# After the restart, still away: Adapter C comes. A and B, simulated, went with the old accmond.
+# A and B, simulated, outlived the restart with their connection ids (the state file keeps them, as udev would still
+# show plugged ones). After the restart, still away: A and B go and Adapter C comes.
+check "Adapter A and Stick B outlived the restart (connections $a and $b)" \
+  bash -c "accmon list --json | grep -q '\"connectionID\":$a,' && accmon list --json | grep -q '\"connectionID\":$b,'"
+accmon simulate disconnect "$a" >/dev/null
+accmon simulate disconnect "$b" >/dev/null
 c=$(plug serial 0403 6015 WD-C "Adapter C")
 accmon watch --json --restore-id "$id" >"$scratch/watch2.out" 2>"$scratch/watch2.err" &
 watch=$!
@@ -42,7 +47,7 @@ if wait_for 10 grep -qs "\"connectionID\":$c,.*\"type\":\"connect\"" "$scratch/w
   session=$(head -1 "$scratch/watch2.out")
   check "the client, back with restore id '$id', gets its session: restored, knowing Adapter A" \
     grep -qE "\"connectionID\":$a,.*\"restored\":true,\"type\":\"session\"" <<<"$session"
-  check "... then Adapter A's disconnect (at the restart)" \
+  check "... then Adapter A's disconnect (after the restart)" \
     grep -qE "\"connectionID\":$a,.*\"type\":\"disconnect\"" "$scratch/watch2.out"
   check "... and Adapter C's connect (after the restart)" \
     grep -qE "\"connectionID\":$c,.*\"type\":\"connect\"" "$scratch/watch2.out"

@@ -49,13 +49,18 @@ check "once $kept1 has stopped, the accessory's next connection ($k3) starts its
 accmon simulate disconnect "$k3"
 systemctl stop "$(unit_of launchkept "$k3")"
 
-# Across a restart: the new accmond knows the unit the old one started, and stops it when its accessory is gone
-# (simulated accessories go with the old accmond).
+# Across a restart: the new accmond knows the unit the old one started, and stops it when its accessory goes
+# (simulated accessories, like plugged ones, outlive the restart: they are in the state file).
 d=$(plug_launch 05dc LT-2)
 check "before a restart: $(unit_of launchtest "$d") runs for connection $d" wait_for 10 is_active "$(unit_of launchtest "$d")"
 check "... and the state file keeps it" wait_for 5 grep -qs "\"slot\":\"$(unit_of launchtest "$d")\"" "$state_file"
 systemctl restart accmond.service
-check "after systemctl restart accmond, the new accmond stops it (connection $d ended with the old one)" \
+wait_for 10 is_active accmond.service
+sleep 1
+check "after systemctl restart accmond, the unit still runs (connection $d outlived the restart)" \
+  is_active "$(unit_of launchtest "$d")"
+accmon simulate disconnect "$d" >/dev/null
+check "... and the new accmond stops it when connection $d ends" \
   wait_for 15 is_inactive "$(unit_of launchtest "$d")"
 
 # A unit that fails to start: logged with systemd's reason, retried after 1, 2 and 4 s, then given up.
