@@ -18,16 +18,21 @@ from rig import DashboardProcess, eventually
 SINCE = 1796000000.1
 ALICE = {"client": "flasher", "pid": 4242, "remote": False, "uid": 1000, "user": "alice"}
 FIXTURE_READER = """#!{python}
-# A fixture accmon: prints the lines of $ACCMON_FIXTURE_LINES, then each line appended to it, like tail -f.
+# A fixture accmon: prints the lines of $ACCMON_FIXTURE_LINES, then the lines appended to it, like tail -f; the
+# complete lines it finds at once in one write, as accmon watch writes the lines of one change (a claim's
+# disconnect and connect pair) together.
 import os, sys, time
 path = os.environ["ACCMON_FIXTURE_LINES"]
+pending = ""
 with open(path) as lines:
     while True:
-        line = lines.readline()
-        if line:
-            sys.stdout.write(line)
+        pending += lines.read()
+        complete, newline, pending = pending.rpartition("\\n")
+        if newline:
+            sys.stdout.write(complete + newline)
             sys.stdout.flush()
         else:
+            pending = complete + pending
             time.sleep(0.02)
 """
 

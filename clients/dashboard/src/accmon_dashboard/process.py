@@ -18,6 +18,10 @@ __all__ = ["AccmonNotFound", "MAX_LINE", "find_accmon", "read_lines", "run_comma
 
 #: The longest line read from a reader (a fleet line of 50 hosts of 100 accessories is about 3 MB).
 MAX_LINE = 256 << 20
+#: Bytes asked for in one read of the reader's output.
+READ_SIZE = 1 << 16
+#: The most bytes read in one go, while the reads fill the buffer.
+CONTINUED_READ = 4 << 20
 _PR_SET_PDEATHSIG = 1
 
 
@@ -129,9 +133,20 @@ async def _read_batches(process: "asyncio.subprocess.Process", on_batch: Callabl
     pending: List[bytes] = []
     pending_size = 0
     while True:
-        chunk = await process.stdout.read(1 << 16)
+        chunk = await process.stdout.read(READ_SIZE)
         if not chunk:
             return
+        # A read that filled the buffer may have cut what the reader wrote at once (the lines of one change, such
+        # as a claim's disconnect and connect pair, belong in one batch): what follows at once joins it, up to
+        # CONTINUED_READ bytes, so that a flood still comes in batches.
+        parts, last = [chunk], chunk
+        while len(last) == READ_SIZE and len(parts) * READ_SIZE < CONTINUED_READ:
+            try:
+                last = await asyncio.wait_for(process.stdout.read(READ_SIZE), 0.01)
+            except asyncio.TimeoutError:  # nothing more was written with it
+                break
+            parts.append(last)
+        chunk = b"".join(parts)
         if b"\n" not in chunk:
             pending.append(chunk)
             pending_size += len(chunk)
