@@ -76,6 +76,20 @@ journal_matches() {
   journal_after "$from" "$@" | grep -qE -- "$pattern"
 }
 
+# check_exposure UNIT: PASS when `systemd-analyze security` rates the unit (as loaded now, with its drop-ins) at
+# most 2.0; FAIL with the settings it marks otherwise.
+check_exposure() {
+  local report exposure
+  report=$(systemd-analyze security --no-pager "$1" 2>&1)
+  exposure=$(sed -n "s/.*Overall exposure level for $1: \([0-9.]*\).*/\1/p" <<<"$report")
+  if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }'; then
+    pass "systemd-analyze security $1: exposure $exposure (at most 2.0)"
+  else
+    fail "systemd-analyze security $1: exposure '${exposure:-?}' (at most 2.0)"
+    grep -v '✓' <<<"$report" | indent 60
+  fi
+}
+
 # dropin UNIT NAME: installs standard input as /etc/systemd/system/UNIT.d/NAME.conf and reloads systemd.
 dropin() {
   mkdir -p "/etc/systemd/system/$1.d"

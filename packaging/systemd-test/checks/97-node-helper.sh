@@ -4,14 +4,7 @@
 # exposure. udevd does not run in the container: the udev database record of a device 70-accmon.rules marked is
 # planted as udevd writes it, for the device number of /dev/null (1:3), which /sys/dev/char knows.
 
-report=$(systemd-analyze security --no-pager accmon-nodes.service 2>&1)
-exposure=$(sed -n 's/.*Overall exposure level for accmon-nodes.service: \([0-9.]*\).*/\1/p' <<<"$report")
-if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }'; then
-  pass "systemd-analyze security accmon-nodes.service: exposure $exposure (at most 2.0)"
-else
-  fail "systemd-analyze security accmon-nodes.service: exposure '${exposure:-?}' (at most 2.0)"
-  grep -v '✓' <<<"$report" | indent 60
-fi
+check_exposure accmon-nodes.service
 expect "postinst enabled and started accmon-nodes.socket" \
   "$(systemctl is-enabled accmon-nodes.socket) $(systemctl is-active accmon-nodes.socket)" "enabled active"
 expect "/run/accmon-nodes.sock is accmond's, mode 0600" "$(stat -c '%F %U %a' /run/accmon-nodes.sock)" "socket accmond 600"
