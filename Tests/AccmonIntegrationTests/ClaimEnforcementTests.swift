@@ -82,9 +82,34 @@ import Testing
         #expect(listed.stdout.contains("\"uid\":65534"), "\(listed)")
         FileManager.default.createFile(atPath: flag, contents: nil)
         #expect(await holder.waitForExit() == .exited(0), "\(holder.stderr)")
-        #expect(await eventually { node.state == before }, "restored exactly: \(node.state) vs \(before)")
+        // As with flock(1): once `accmon claim` has exited, the node is as it was (the release is answered once
+        // the node is restored), not a moment later.
+        #expect(node.state == before, "restored exactly when accmon claim exits: \(node.state) vs \(before)")
         #expect(node.state.hasSuffix("acl=0"), "no ACL left")
         #expect(try await Self.opens(node.path, as: Self.other, in: daemon))
+    }
+
+    /// As with flock(1): once `accmon claim` has exited, every node is as it was (the release is answered once the
+    /// nodes are restored), not a moment later; an accessory of 300 nodes makes the restoring take long enough to
+    /// show it.
+    @Test func whenAccmonClaimExitsItsNodesAreAlreadyRestored() async throws {
+        let nodes = try TemporaryDirectory()
+        chmod(nodes.path, 0o755)
+        let daemon = try await ClaimDaemon(arguments: ["--simulated-nodes", nodes.path])
+        let many = try (0..<300).map { try Node(in: nodes.path, name: "ttyMANY\($0)") }
+        var accessory = ClaimDaemon.adapter("MANY")
+        accessory.deviceNodes = many.map(\.path)
+        let plugger = try await daemon.connect("plugger")
+        defer { plugger.close() }
+        let board = try await plugger.simulateConnect(accessory)
+        let before = many[0].state
+        for round in 1...3 {
+            let quick = try await daemon.accmon(
+                ["claim", "--connection", String(board.rawValue), "--", "/bin/true"], as: Self.holder)
+            #expect(quick.termination == .exited(0), "\(quick)")
+            let changed = many.count { $0.state != before }
+            #expect(changed == 0, "round \(round): nodes not restored when accmon claim exited")
+        }
     }
 
     @Test func aClaimTakesAccessAwayButGivesNoneUnlessTheEntryGrantsIt() async throws {

@@ -74,12 +74,37 @@ extension ClaimDesk {
     /// Takes the node batches' results and runs what waited for them.
     func takeNodeResults() {
         for result in nodeResults.take() {
-            for failure in result.results {
-                if case .failed(let why) = failure.step, awaiting[result.number] == nil {
-                    logger.warning(.claimEnforcement, "device node: \(why)", ["node.operation": "\(failure.operation)"])
-                }
+            if let waiting = awaiting.removeValue(forKey: result.number) {
+                waiting(result)
+            } else {
+                logFailures(result)
             }
-            awaiting.removeValue(forKey: result.number)?(result)
+        }
+    }
+
+    /// Logs the operations of `result` that failed.
+    func logFailures(_ result: NodeGuard.BatchResult) {
+        for failure in result.results {
+            if case .failed(let why) = failure.step {
+                logger.warning(.claimEnforcement, "device node: \(why)", ["node.operation": "\(failure.operation)"])
+            }
+        }
+    }
+
+    /// Answers `session`'s release once the nodes it freed (batch `batch`) are as they were before the claim, or at
+    /// once when it freed none: a releaser that exits when told, as `accmon claim` does, leaves the nodes open to the
+    /// others, as `flock(1)` leaves the lock. The session's further requests wait for the answer.
+    func answerRelease(_ session: Session, id: RequestID?, once batch: UInt64?) {
+        guard let batch else {
+            state.reply(to: session, .ok(id: id, connectionID: nil))
+            return
+        }
+        session.awaitsClaim = true
+        awaiting[batch] = { [self] result in
+            logFailures(result)
+            session.awaitsClaim = false
+            if !session.isClosing { state.reply(to: session, .ok(id: id, connectionID: nil)) }
+            resumeRequests?(session)
         }
     }
 
@@ -87,8 +112,10 @@ extension ClaimDesk {
 
     /// Acts on `effects`, then offers what became free to the waiters and enforces what they were granted; tells
     /// holders, waiters and subscribers. `actor` is who caused the effects (for the journal); `silently` keeps the
-    /// holder from being told (a claim undone before its holder heard of it).
-    func finish(_ effects: [ClaimEffect], world: ClaimWorld, actor: Party?, silently: Bool = false) {
+    /// holder from being told (a claim undone before its holder heard of it). Returns the number of the batch that
+    /// gives the freed nodes back, if any.
+    @discardableResult
+    func finish(_ effects: [ClaimEffect], world: ClaimWorld, actor: Party?, silently: Bool = false) -> UInt64? {
         var freed: [(paths: [(String, Bool)], ports: [String], cut: Bool)] = []
         for effect in effects {
             switch effect {
@@ -151,7 +178,7 @@ extension ClaimDesk {
             operations += release.paths.filter { !kept.contains($0.0) }.map { (.release($0.0), $0.1) }
             operations += release.ports.filter { !keptPorts.contains($0) }.map { (.markPort($0, claimed: false), false) }
         }
-        if !operations.isEmpty { _ = nodes.submit(operations) }
+        let releasing = operations.isEmpty ? nil : nodes.submit(operations)
         // Published once enforced (``enforce(_:then:)``), not twice.
         changed.subtract(granted.flatMap { $0.claim.connections })
         for (waiter, claim) in granted {
@@ -168,6 +195,7 @@ extension ClaimDesk {
         }
         if !effects.isEmpty || !granted.isEmpty { persistence.markDirty() }
         publishChanges()
+        return releasing
     }
 
     // MARK: Telling

@@ -233,11 +233,13 @@ final class ClaimDesk {
             return
         }
         if claim.holder.isSameClaimer(as: asker), !request.force {
-            finish([.ended(book.end(number)!, why: .released)], world: world, actor: asker.party)
+            let batch = finish([.ended(book.end(number)!, why: .released)], world: world, actor: asker.party)
+            answerRelease(session, id: id, once: batch)
         } else if request.force {
             guard handler.requireAdmin(session, id: id, for: "release: force") else { return }
             let why = ClaimEndReason.broken(by: party(of: session), reason: request.reason)
-            finish([.ended(book.end(number)!, why: why)], world: world, actor: party(of: session))
+            let batch = finish([.ended(book.end(number)!, why: why)], world: world, actor: party(of: session))
+            answerRelease(session, id: id, once: batch)
         } else {
             handler.reply(
                 to: session, id: id,
@@ -245,9 +247,7 @@ final class ClaimDesk {
                     .permissionDenied,
                     "release: \(claim.claimID): held by \(claim.holder.party); only its holder releases it (an admin"
                         + " breaks it with force)"))
-            return
         }
-        state.reply(to: session, .ok(id: id, connectionID: nil))
     }
 
     /// `claims`: the claims and waiters on accessories the client sees, and its own.
