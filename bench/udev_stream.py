@@ -17,7 +17,7 @@ and the ratios against udevadm monitor. Re-executes itself in a private network 
 raised there only, so a 50,000-event burst fits the receivers' queues) under umockdev-wrapper.
 
 Usage: udev_stream.py BIN_DIR TOOLS_DIR CLIENT [--repeats R] [--latency-events N] [--interval-us U]
-                      [--bursts 5000,50000] [--only latency|burst]
+                      [--bursts 5000,50000] [--only latency|burst] [--receivers accmon-watch,relay,...]
   BIN_DIR: accmond and accmon (release); TOOLS_DIR: uevent_blast and stamp (compiled); CLIENT: accmon-bench-client
 """
 import argparse, glob, json, os, platform, re, shutil, signal, statistics, subprocess, sys, tempfile, time
@@ -44,6 +44,7 @@ parser.add_argument("--latency-events", type=int, default=2000)
 parser.add_argument("--interval-us", type=int, default=2000)
 parser.add_argument("--bursts", default="5000,50000")
 parser.add_argument("--only", choices=["latency", "burst"])
+parser.add_argument("--receivers", help="the latency phases' receivers, comma-separated (default: all of them)")
 parser.add_argument("--keep", action="store_true", help="keep the work directory (receivers' output and logs)")
 parser.add_argument("--no-descriptors", action="store_true",
                     help="devices without a `descriptors` file (the testbed of sessions before 12)")
@@ -264,6 +265,10 @@ try:
                                   parse_client),
         "relay": ([os.path.join(options.tools_dir, "relay"), "watch", relay_path], parse_client),
     }
+    latency_receivers = options.receivers.split(",") if options.receivers else list(receiver_commands)
+    unknown = set(latency_receivers) - set(receiver_commands)
+    if unknown:
+        raise SystemExit(f"udev_stream: unknown receivers {sorted(unknown)}; known: {sorted(receiver_commands)}")
     next_index = 0
     phases = 0
     udevadm_follower = Follower(udevadm_path)  # one for the whole run: udevadm's lines are matched by occurrence
@@ -329,7 +334,7 @@ try:
     summary = {}
     if options.only in (None, "latency"):
         for repeat in range(options.repeats):
-            for receiver in receiver_commands:
+            for receiver in latency_receivers:
                 process, receivers = start_receiver(receiver)
                 run_stream(200, 500, receivers)  # warm-up: caches, allocators, the receiver's first events
                 first, sent, received, cpu, _ = run_stream(options.latency_events, options.interval_us, receivers)
