@@ -174,7 +174,8 @@ def parse_watch(line):
 
 def parse_client(line):
     parts = line.split()
-    if len(parts) != 4 or parts[1] not in ("connect", "disconnect") or not parts[2].startswith("B"):
+    # "STAMP connect|disconnect B<serial> DEVPATH", and for `relay serve --descriptors` the hash after an add's path
+    if len(parts) not in (4, 5) or parts[1] not in ("connect", "disconnect") or not parts[2].startswith("B"):
         return None
     return int(parts[2][1:]) + (1 if parts[1] == "disconnect" else 0), int(parts[0])
 
@@ -252,6 +253,20 @@ try:
     wait_for(lambda: os.path.exists(relay_path), 10, "the relay's socket")
     if relay_socket in (accmond_socket, udevadm_socket):
         raise SystemExit("udev_stream: the relay shares a monitor socket path")
+    # The relay again, reading and hashing each added device's `descriptors` as accmond must: the add path's floor.
+    # Its descriptors 3 to 9 held open by the shell, so that its monitor socket gets a number of its own.
+    before = event_sockets()
+    hashing_relay_path = os.path.join(work, "relay-descriptors.sock")
+    hashing_relay = subprocess.Popen(
+        ["sh", "-c", " ".join(f"exec {fd}</dev/null;" for fd in range(3, 10)) + ' exec "$0" "$@"',
+         os.path.join(options.tools_dir, "relay"), "serve", hashing_relay_path, "--descriptors"],
+        stderr=open(os.path.join(work, "relay-descriptors.err"), "w"), env=dict(os.environ))
+    processes.append(hashing_relay)
+    hashing_relay_socket = wait_for(lambda: event_sockets() - before, 10, "the hashing relay's monitor socket").pop()
+    wait_for(lambda: os.path.exists(hashing_relay_path), 10, "the hashing relay's socket")
+    if hashing_relay_socket in (accmond_socket, udevadm_socket, relay_socket):
+        raise SystemExit("udev_stream: the hashing relay shares a monitor socket path")
+    listener_of = {"relay": relay_socket, "relay-descriptors": hashing_relay_socket}
     receiver_commands = {
         "accmon-watch": ([os.path.join(options.bin_dir, "accmon"), "--socket", socket_path, "watch", "--json"],
                          parse_watch),
@@ -264,6 +279,7 @@ try:
         "accmon-client-handler": (options.client_prefix.split() + [options.client, socket_path, "--handler"],
                                   parse_client),
         "relay": ([os.path.join(options.tools_dir, "relay"), "watch", relay_path], parse_client),
+        "relay-descriptors": ([os.path.join(options.tools_dir, "relay"), "watch", hashing_relay_path], parse_client),
     }
     latency_receivers = options.receivers.split(",") if options.receivers else list(receiver_commands)
     unknown = set(latency_receivers) - set(receiver_commands)
@@ -280,7 +296,7 @@ try:
         command, parse = receiver_commands[name]
         process, path = stamped(command, f"{name}-{phases}", plain_env)
         wait_for(lambda: os.path.getsize(path) > 0, 15, f"{name}'s subscription")
-        receivers = {name: (Follower(path), parse, relay_socket if name == "relay" else accmond_socket),
+        receivers = {name: (Follower(path), parse, listener_of.get(name, accmond_socket)),
                      "udevadm-monitor": (udevadm_follower, parse_udevadm, udevadm_socket)}
         return process, receivers
 
@@ -355,7 +371,7 @@ try:
                     if name == "udevadm-monitor":
                         record["alongside"] = receiver
                         record["cpu_us_per_event"] = round(cpu["udevadm"] / 1000 / options.latency_events, 1)
-                    elif name != "relay":
+                    elif not name.startswith("relay"):
                         record["cpu_us_per_event_accmond"] = round(cpu["accmond"] / 1000 / options.latency_events, 1)
                     emit(record)
                     summary.setdefault(("latency", options.latency_events, receiver, name), []).append(record)
@@ -400,11 +416,24 @@ try:
                 record[f"baseline_{key}"] = median(base, key)
                 record[f"ratio_{key[:3]}"] = round(record[key] / record[f"baseline_{key}"], 3)
             record["lost"] = sum(r["lost"] for r in records)
+            # The add path against the remove path, in the same phase: the ratio of each repeat, then the median.
+            record["p50_add_us"], record["p50_remove_us"] = median(records, "p50_add_us"), median(records, "p50_remove_us")
+            record["ratio_add_remove"] = round(statistics.median(
+                r["p50_add_us"] / r["p50_remove_us"] for r in records), 3)
             relay = summary.get((bench, size, "relay", "relay"))
-            if relay and name != "relay":  # the second baseline: the relay's own phases of the same repeats
+            if relay and not name.startswith("relay"):  # the relay's own phases of the same repeats
                 for key in ("p50_us", "p99_us"):
                     record[f"relay_{key}"] = median(relay, key)
                     record[f"relay_ratio_{key[:3]}"] = round(record[key] / record[f"relay_{key}"], 3)
+                record["target_relay_ratio_p50"] = 1.2
+                record["meets_target_relay"] = record["relay_ratio_p50"] <= 1.2
+            hashing = summary.get((bench, size, "relay-descriptors", "relay-descriptors"))
+            if hashing and not name.startswith("relay"):  # the add path's floor: its own add ÷ remove
+                record["floor_ratio_add_remove"] = round(statistics.median(
+                    r["p50_add_us"] / r["p50_remove_us"] for r in hashing), 3)
+            if not name.startswith("relay"):
+                record["target_ratio_add_remove"] = 1.1
+                record["meets_target_add_remove"] = record["ratio_add_remove"] <= 1.1
             record["target_p50_ratio"], record["target_p99_ratio"] = 1.3, 1.5
             record["meets_target"] = record["ratio_p50"] <= 1.3 and record["ratio_p99"] <= 1.5
         else:

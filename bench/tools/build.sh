@@ -11,7 +11,7 @@ mkdir -p "$out"
 cc -O2 -Wall -o "$out/uevent_blast" "$here/uevent_blast.c"
 cc -O2 -Wall -o "$out/stamp" "$here/stamp.c"
 cc -O2 -Wall -pthread -o "$out/fanout" "$here/fanout.c"
-cc -O2 -Wall -o "$out/relay" "$here/relay.c" -ludev
+cc -O2 -Wall -o "$out/relay" "$here/relay.c" -ludev -lcrypto
 cc -O2 -Wall -o "$out/sysfs_read" "$here/sysfs_read.c"
 cc -O2 -Wall -o "$out/clockstamp" "$here/clockstamp.c"
 cc -O2 -Wall -o "$out/fleet_publish" "$here/fleet_publish.c" -lmosquitto
