@@ -1,6 +1,7 @@
 import CCrypto
 
-/// SHA-256 through OpenSSL's libcrypto (`EVP_Digest`): no hand-rolled cryptography.
+/// SHA-256 through OpenSSL's libcrypto (its SHA-256 implementation, called directly: see the CCrypto module's
+/// header): no hand-rolled cryptography.
 ///
 /// Used for the descriptor hash that a manifest entry can pin (`descriptorsSHA256`): the SHA-256 of the raw bytes
 /// of a USB device's sysfs `descriptors` attribute, the value `sha256sum /sys/bus/usb/devices/1-1.2/descriptors`
@@ -21,10 +22,23 @@ public enum SHA256 {
     /// The SHA-256 of `bytes` as 64 lowercase hex digits, as `sha256sum` prints it.
     /// - Throws: ``CryptoError``, as ``digest(_:)``.
     public static func hexDigest(_ bytes: some Collection<UInt8>) throws(CryptoError) -> String {
+        // As a Result: withContiguousStorageIfAvailable rethrows untyped.
+        let digest =
+            bytes.withContiguousStorageIfAvailable { bytes in Result { () throws(CryptoError) in try hexDigest(bytes) } }
+            ?? Array(bytes).withUnsafeBufferPointer { bytes in Result { () throws(CryptoError) in try hexDigest(bytes) } }
+        return try digest.get()
+    }
+
+    /// The SHA-256 of the bytes in `bytes` as 64 lowercase hex digits: ``hexDigest(_:)-(Collection)`` without the
+    /// generic calls (it is what accmond calls per USB device plugged).
+    /// - Throws: ``CryptoError``, as ``digest(_:)``.
+    public static func hexDigest(_ bytes: UnsafeBufferPointer<UInt8>) throws(CryptoError) -> String {
         try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 3 * digestLength) { buffer throws(CryptoError) in
             // The digest in the last third; each byte's two digits written before it, from the front.
             let digest = UnsafeMutableBufferPointer(rebasing: buffer[(2 * digestLength)...])
-            try write(bytes, into: digest)
+            guard accmon_sha256(bytes.baseAddress, bytes.count, digest.baseAddress) == 1 else {
+                throw CryptoError(operation: "SHA256", openSSLError: ERR_get_error())
+            }
             for (index, byte) in digest.enumerated() {
                 buffer[2 * index] = hexDigits[Int(byte >> 4)]
                 buffer[2 * index + 1] = hexDigits[Int(byte & 0x0F)]
@@ -40,45 +54,16 @@ public enum SHA256 {
     private static func write(
         _ bytes: some Collection<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>
     ) throws(CryptoError) {
-        let algorithm = try SHA256Algorithm.shared.get()
-        var length: UInt32 = 0
-        // The length is a parameter, not captured: a nested function that captured the variable kept it in an
-        // allocated box, one allocation per digest.
-        func digest(of input: UnsafeRawBufferPointer, length: inout UInt32) -> Int32 {
-            EVP_Digest(input.baseAddress, input.count, output.baseAddress, &length, algorithm, nil)
-        }
         let result =
-            bytes.withContiguousStorageIfAvailable { digest(of: UnsafeRawBufferPointer($0), length: &length) }
-            ?? Array(bytes).withUnsafeBytes { digest(of: $0, length: &length) }
-        guard result == 1, length == UInt32(digestLength) else {
-            throw CryptoError(operation: "EVP_Digest(SHA-256)", openSSLError: ERR_get_error())
-        }
-    }
-}
-
-/// libcrypto's SHA-256 implementation, looked up once for the process. With `EVP_sha256()` instead, OpenSSL 3 looks
-/// the algorithm up in its providers on every digest (an implicit fetch): more than the hashing itself for a USB
-/// device's few dozen descriptor bytes.
-private struct SHA256Algorithm: @unchecked Sendable {
-    /// An `EVP_MD`, immutable once fetched and safe to share between threads; never freed.
-    let algorithm: OpaquePointer?
-    /// OpenSSL's error when the fetch failed.
-    let fetchError: UInt
-
-    static let shared: SHA256Algorithm = {
-        let algorithm = EVP_MD_fetch(nil, "SHA256", nil)
-        return SHA256Algorithm(algorithm: algorithm, fetchError: algorithm == nil ? ERR_get_error() : 0)
-    }()
-
-    func get() throws(CryptoError) -> OpaquePointer {
-        guard let algorithm else { throw CryptoError(operation: "EVP_MD_fetch(SHA256)", openSSLError: fetchError) }
-        return algorithm
+            bytes.withContiguousStorageIfAvailable { accmon_sha256($0.baseAddress, $0.count, output.baseAddress) }
+            ?? Array(bytes).withUnsafeBufferPointer { accmon_sha256($0.baseAddress, $0.count, output.baseAddress) }
+        guard result == 1 else { throw CryptoError(operation: "SHA256", openSSLError: ERR_get_error()) }
     }
 }
 
 /// A libcrypto failure: the operation and OpenSSL's error text.
 public struct CryptoError: Error, Sendable, CustomStringConvertible {
-    /// The libcrypto call, such as `EVP_Digest(SHA-256)`.
+    /// The libcrypto call, such as `SHA256`.
     public var operation: String
     /// OpenSSL's error code (`ERR_get_error`), 0 when it queued none.
     public var code: UInt
