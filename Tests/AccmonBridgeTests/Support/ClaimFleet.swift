@@ -1,0 +1,105 @@
+import AccmonClient
+import AccmonMQTT
+import AccmonProtocol
+import AccmonTestSupport
+import Foundation
+import Glibc
+
+/// A broker with the password file and the ACL of docs/MQTT.md §8 (as written there), and hosts whose manifests let
+/// the MQTT users `ci` and `qa` claim (not `mallory`), each with its bridge logged in as the host's user.
+final class ClaimFleet: @unchecked Sendable {
+    /// The ACL of docs/MQTT.md §8.2, word for word.
+    static let acl = """
+        # Each host's bridge: its own subtree only (its accessories, status, claims, and the requests to it).
+        user lab-1
+        topic readwrite accmon/lab-1/#
+        user lab-2
+        topic readwrite accmon/lab-2/#
+        # Every user may read the fleet: statuses, accessories, claims, the host index.
+        pattern read accmon/+/status
+        pattern read accmon/+/accessories/#
+        pattern read accmon/+/claims/#
+        pattern read accmon/$hosts/#
+        # Every client may publish and read the end marker of its own reads (accmon list/watch --broker).
+        pattern readwrite accmon/$readers/%c
+        # Each host's entry in the host index, under its own name (its user's).
+        pattern write accmon/$hosts/+/%u
+        # A claimer's requests go out under its own user name, and it reads only the replies to that name.
+        pattern write accmon/+/claim-requests/%u
+        pattern read accmon/+/claim-replies/%u/#
+
+        """
+    static let users = ["lab-1", "lab-2", "ci", "qa", "mallory"]
+
+    static func manifest(bridgeUser: String = "root") -> String {
+        """
+        {"version": 1, "bridges": {"users": ["\(bridgeUser)"]},
+         "accessories": [{"name": "bench", "match": {"id": "*:*"},
+                          "claim": {"remote": ["ci", "qa"], "returnSeconds": 1}}]}
+        """
+    }
+
+    let broker: Mosquitto
+    let directory: TemporaryDirectory
+    var hosts: [BridgedHost] = []
+
+    init(hosts names: [String] = ["lab-1"], lease: (renew: Int, expiry: Int)? = nil, persistence: Bool = false)
+        async throws
+    {
+        directory = try TemporaryDirectory()
+        let passwords = directory.file("passwords")
+        for (index, user) in Self.users.enumerated() {
+            let made = try await run(
+                URL(fileURLWithPath: "/usr/bin/mosquitto_passwd"),
+                (index == 0 ? ["-c"] : []) + ["-b", passwords, user, "pw-\(user)"], in: directory)
+            guard made.termination == .exited(0) else { throw Binaries.LocateError(description: "\(made)") }
+        }
+        let acl = directory.file("acl")
+        try Self.acl.write(toFile: acl, atomically: true, encoding: .utf8)
+        broker = try await Mosquitto.start(
+            Mosquitto.Options(persistence: persistence, passwordFile: passwords, aclFile: acl))
+        for name in names {
+            var settings = [
+                "username": json(name), "passwordFile": json(try passwordFile(name)),
+            ]
+            if let lease {
+                settings["renewSeconds"] = String(lease.renew)
+                settings["leaseSeconds"] = String(lease.expiry)
+            }
+            hosts.append(
+                try await BridgedHost.start(
+                    name: name, broker: broker.url, settings: settings, manifest: Self.manifest()))
+        }
+    }
+
+    /// A password file for `user` (mode 0600).
+    func passwordFile(_ user: String) throws -> String {
+        let path = directory.file("\(user).password")
+        try "pw-\(user)\n".write(toFile: path, atomically: false, encoding: .utf8)
+        chmod(path, 0o600)
+        return path
+    }
+
+    /// A claimer logged in as `user` (its password is `pw-<user>`, or `password`).
+    func claimer(_ user: String, password: String? = nil) throws -> RemoteClaimClient {
+        let settings = BrokerSettings(
+            address: try BrokerAddress.parse(broker.url).get(), username: user, password: password ?? "pw-\(user)",
+            keepAliveSeconds: 5)
+        return try RemoteClaimClient(
+            settings: settings, topics: FleetTopics(prefix: "accmon"),
+            clientID: "claimer-\(user)-\(UInt32.random(in: 0...UInt32.max))")
+    }
+
+    /// The options of `accmon` that log in as `user`.
+    func login(_ user: String) throws -> [String] {
+        ["--broker", broker.url, "--username", user, "--password-file", try passwordFile(user)]
+    }
+
+    /// Waits until the host's claim gateway takes requests (its log says so).
+    func waitUntilTakingRequests() async -> Bool {
+        for host in hosts {
+            guard await waitFor("taking requests", in: { host.bridgeLog }) else { return false }
+        }
+        return true
+    }
+}
