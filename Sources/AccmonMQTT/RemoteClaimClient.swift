@@ -19,13 +19,13 @@ public final class RemoteClaimClient {
     /// The retained claim topics read (``readClaims(timeout:)``).
     private var retained: [String: [UInt8]] = [:]
     private var connected = false
+    /// Whether ``readRetained(_:quiet:timeout:)`` is collecting.
+    private var reading = false
 
-    /// Connects and subscribes to the user's replies on every host; throws when the broker refuses or does not answer
-    /// within `timeout` seconds.
+    /// Connects and, with a user name, subscribes to the user's replies on every host (without one it only reads);
+    /// throws when the broker refuses or does not answer within `timeout` seconds.
     public init(settings: BrokerSettings, topics: FleetTopics, clientID: String, timeout: Double = 10) throws(MQTTError) {
-        guard let user = settings.username else {
-            throw MQTTError(.configuration, "claim --broker: a claimer is an MQTT user: give --username")
-        }
+        let user = settings.username ?? ""
         self.user = user
         self.topics = topics
         self.clientID = clientID
@@ -42,7 +42,11 @@ public final class RemoteClaimClient {
                 switch event {
                 case .connected(nil):
                     connected = true
-                    subscription = try client.subscribe([topics.claimReplies(user: user)])
+                    if user.isEmpty {
+                        subscribed = true
+                    } else {
+                        subscription = try client.subscribe([topics.claimReplies(user: user)])
+                    }
                 case .connected(let error?): throw error
                 case .disconnected(let error):
                     throw error ?? MQTTError(.unreachable, "mqtt: \(settings.address): disconnected")
@@ -104,14 +108,34 @@ public final class RemoteClaimClient {
 
     /// The retained claim states of every host (or of `host`), read within `timeout` seconds.
     public func readClaims(host: String? = nil, timeout: Double = 1) throws(MQTTError) -> [RemoteClaimState] {
-        retained = [:]
-        let filter = host.map { topics.claims(host: $0) } ?? topics.allClaims
-        _ = try client.subscribe([filter])
-        let deadline = monotonicNanoseconds() + UInt64(timeout * 1e9)
-        while monotonicNanoseconds() < deadline { try pump(milliseconds: 50) }
-        try client.unsubscribe([filter])
-        return retained.values.compactMap { try? JSONDecoder().decode(RemoteClaimState.self, from: Data($0)) }
+        let read = try readRetained([host.map { topics.claims(host: $0) } ?? topics.allClaims], timeout: timeout)
+        return read.values.compactMap { try? JSONDecoder().decode(RemoteClaimState.self, from: Data($0)) }
             .sorted { ($0.host, $0.accessoryID, $0.connectionID) < ($1.host, $1.accessoryID, $1.connectionID) }
+    }
+
+    /// The retained messages under `filters`: what arrives until `quiet` seconds pass without a message, at most
+    /// `timeout` seconds (MQTT has no end-of-retained marker; the fleet view's exact reads are in FleetReader).
+    public func readRetained(_ filters: [String], quiet: Double = 0.3, timeout: Double = 3) throws(MQTTError)
+        -> [String: [UInt8]]
+    {
+        retained = [:]
+        reading = true
+        defer { reading = false }
+        _ = try client.subscribe(filters)
+        let start = monotonicNanoseconds()
+        var last = start
+        var count = 0
+        while true {
+            let now = monotonicNanoseconds()
+            if now - start > UInt64(timeout * 1e9) || now - last > UInt64(quiet * 1e9) { break }
+            try pump(milliseconds: 20)
+            if retained.count != count {
+                count = retained.count
+                last = monotonicNanoseconds()
+            }
+        }
+        try client.unsubscribe(filters)
+        return retained
     }
 
     public func disconnect() {
@@ -135,7 +159,8 @@ public final class RemoteClaimClient {
         for event in events {
             switch event {
             case .message(let topic, let payload, _, _):
-                if topics.parseClaim(topic) != nil {
+                if !topic.contains("/claim-replies/") {
+                    guard reading else { continue }
                     if payload.isEmpty { retained.removeValue(forKey: topic) } else { retained[topic] = payload }
                 } else if let reply = try? JSONDecoder().decode(RemoteClaimReply.self, from: Data(payload)) {
                     inbox.append(reply)

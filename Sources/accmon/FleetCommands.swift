@@ -90,6 +90,17 @@ struct FleetOptions {
     /// Whether a host is shown: `--host` names it or matches its name (shell wildcards).
     func shows(host name: String) -> Bool { readOptions.selection.includes(hostName: name) }
 
+    /// The fleet options of `claim` and `claims`.
+    static let claimHelp = """
+          --broker URL       claim through the fleet's MQTT broker (mqtt://HOST[:PORT] or mqtts://HOST[:PORT])
+          --host GLOB        with --broker: only hosts whose name matches (shell wildcards)
+          --prefix PREFIX    with --broker: the topic prefix (default \(FleetTopics.defaultPrefix))
+          --ca FILE, --certificate FILE, --key FILE
+                             with mqtts://: the CA certificates to trust, a client certificate and its key
+          --username NAME, --password-file FILE
+                             the broker's login: the MQTT user is the claimer
+        """
+
     static let help = """
           --broker URL       show every host's accessories from the MQTT broker's retained topics (mqtt://HOST[:PORT]
                              or mqtts://HOST[:PORT]), with a HOST column; offline hosts are shown as such
