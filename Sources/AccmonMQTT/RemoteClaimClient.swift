@@ -19,8 +19,10 @@ public final class RemoteClaimClient {
     /// The retained claim topics read (``readClaims(timeout:)``).
     private var retained: [String: [UInt8]] = [:]
     private var connected = false
-    /// Whether ``readRetained(_:quiet:timeout:)`` is collecting.
+    /// Whether ``readRetained(_:timeout:)`` is collecting, and the token of its end marker.
     private var reading = false
+    private var markerToken: [UInt8] = []
+    private var markerSeen = false
 
     /// Connects and, with a user name, subscribes to the user's replies on every host (without one it only reads);
     /// throws when the broker refuses or does not answer within `timeout` seconds.
@@ -113,28 +115,31 @@ public final class RemoteClaimClient {
             .sorted { ($0.host, $0.accessoryID, $0.connectionID) < ($1.host, $1.accessoryID, $1.connectionID) }
     }
 
-    /// The retained messages under `filters`: what arrives until `quiet` seconds pass without a message, at most
-    /// `timeout` seconds (MQTT has no end-of-retained marker; the fleet view's exact reads are in FleetReader).
-    public func readRetained(_ filters: [String], quiet: Double = 0.3, timeout: Double = 3) throws(MQTTError)
-        -> [String: [UInt8]]
-    {
+    /// The retained messages under `filters`. MQTT has no end-of-retained marker: as the fleet view does, the client
+    /// subscribes to its own marker topic (`<prefix>/$readers/<client id>`) with the filters and publishes a token
+    /// there; the broker sends the retained messages of a subscription before what is published after it, so what
+    /// arrived before the token is all. Without the token within `timeout` seconds (an ACL that refuses the marker),
+    /// what arrived by then.
+    public func readRetained(_ filters: [String], timeout: Double = 3) throws(MQTTError) -> [String: [UInt8]] {
         retained = [:]
         reading = true
         defer { reading = false }
-        _ = try client.subscribe(filters)
-        let start = monotonicNanoseconds()
-        var last = start
-        var count = 0
-        while true {
-            let now = monotonicNanoseconds()
-            if now - start > UInt64(timeout * 1e9) || now - last > UInt64(quiet * 1e9) { break }
-            try pump(milliseconds: 20)
-            if retained.count != count {
-                count = retained.count
-                last = monotonicNanoseconds()
+        let marker = topics.readerSync(clientID: clientID)
+        let token = Array(Self.makeNonce().utf8)
+        markerSeen = false
+        markerToken = token
+        let subscription = try client.subscribe(filters + [marker])
+        var published = false
+        let deadline = monotonicNanoseconds() + UInt64(timeout * 1e9)
+        while !markerSeen, monotonicNanoseconds() < deadline {
+            for event in try pumpEvents(milliseconds: 20) {
+                if case .subscribed(subscription, _) = event, !published {
+                    _ = try client.publish(topic: marker, payload: token, retained: false, qos: 1)
+                    published = true
+                }
             }
         }
-        try client.unsubscribe(filters)
+        try client.unsubscribe(filters + [marker])
         return retained
     }
 
@@ -161,6 +166,10 @@ public final class RemoteClaimClient {
             case .message(let topic, let payload, _, _):
                 if !topic.contains("/claim-replies/") {
                     guard reading else { continue }
+                    if payload == markerToken, topic == topics.readerSync(clientID: clientID) {
+                        markerSeen = true
+                        continue
+                    }
                     if payload.isEmpty { retained.removeValue(forKey: topic) } else { retained[topic] = payload }
                 } else if let reply = try? JSONDecoder().decode(RemoteClaimReply.self, from: Data(payload)) {
                     inbox.append(reply)

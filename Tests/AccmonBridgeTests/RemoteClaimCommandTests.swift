@@ -68,6 +68,10 @@ extension BridgeProcessTests {
                     && listed.stdout.contains("ci (remote)"), "\(listed.stdout)")
             let json = try await Self.accmon(["claims", "--json"] + (try fleet.login("qa")), in: fleet)
             #expect(json.stdout.contains(#""host":"lab-1""#) && json.stdout.contains(#""remote":true"#), "\(json)")
+            let list = try await Self.accmon(["list"] + (try fleet.login("qa")), in: fleet)
+            let row = list.stdout.split(separator: "\n").first { $0.contains("H1") }.map(String.init) ?? ""
+            #expect(list.stdout.hasPrefix("HOST") && list.stdout.contains("HOLDER"), "\(list)")
+            #expect(row.hasPrefix("lab-1") && row.hasSuffix("ci (remote)"), "\(list)")
             // The host goes offline: its claims are shown as unknown, not free.
             _ = await host.stopBridge()
             let offline = try await Self.accmon(["claims"] + (try fleet.login("qa")), in: fleet)
