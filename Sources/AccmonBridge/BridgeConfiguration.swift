@@ -36,7 +36,7 @@ public struct BridgeConfiguration: Sendable, Hashable {
     public var restoreID: String
     /// The file that holds the machine's id (`/etc/machine-id`), published in the status.
     public var machineIDFile: String
-    /// A remote claim's lease: it ends this long after its claimer's last renewal (docs/MQTT.md §8.4).
+    /// A remote claim's lease: it ends this long after its claimer's last renewal (docs/MQTT.md §12.4).
     public var leaseSeconds: Double = 30
     /// How often claimers are told to renew.
     public var renewSeconds: Double = 10

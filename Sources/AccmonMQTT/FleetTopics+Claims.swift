@@ -1,4 +1,4 @@
-/// The topics of claims across the fleet (docs/MQTT.md §8):
+/// The topics of claims across the fleet (docs/MQTT.md §12):
 ///
 /// - `<prefix>/<host>/claim-requests/<user>`: a claimer's requests to one host; the broker's ACL lets only the MQTT
 ///   user `<user>` write there, which makes the level the claimer's identity;

@@ -1,7 +1,7 @@
 import CMosquitto
 import Glibc
 
-/// The MQTT 5 properties of a message that request and reply use (docs/MQTT.md §8): the response topic, the
+/// The MQTT 5 properties of a message that request and reply use (docs/MQTT.md §12): the response topic, the
 /// correlation data and the message expiry interval. Empty when a message has none.
 public struct MQTTMessageProperties: Sendable, Hashable {
     /// Where the sender asks for the reply (`MQTT_PROP_RESPONSE_TOPIC`).

@@ -3,7 +3,7 @@ import AccmonSys
 import Foundation
 import Glibc
 
-/// A claimer's side of claims across the fleet (docs/MQTT.md §8), driven synchronously: publishes requests on
+/// A claimer's side of claims across the fleet (docs/MQTT.md §12), driven synchronously: publishes requests on
 /// `<prefix>/<host>/claim-requests/<user>` (QoS 1, with a nonce, an MQTT 5 message expiry, a response topic under its
 /// own replies and the nonce as correlation data) and collects the hosts' replies and notices. Used by `accmon claim
 /// --broker` and the tests.
@@ -57,7 +57,7 @@ public final class RemoteClaimClient {
                         throw MQTTError(
                             .notAuthorized,
                             "mqtt: the broker does not let '\(user)' read '\(topics.claimReplies(user: user))' "
-                                + "(docs/MQTT.md §8: the ACL)")
+                                + "(docs/MQTT.md §12: the ACL)")
                     }
                     subscribed = true
                 default: break

@@ -1,6 +1,6 @@
 public import AccmonProtocol
 
-/// A request a claimer publishes on `<prefix>/<host>/claim-requests/<user>` (docs/MQTT.md §8), with an MQTT 5
+/// A request a claimer publishes on `<prefix>/<host>/claim-requests/<user>` (docs/MQTT.md §12), with an MQTT 5
 /// message expiry, a response topic under `claim-replies/<user>/` and correlation data. Who asks is the topic's
 /// `<user>` level, never a field of this payload.
 public struct RemoteClaimRequest: Codable, Sendable, Hashable {

@@ -23,7 +23,7 @@ struct ClaimCommand: Command {
             accmon claim --kind serial --vendor 0403 --wait --timeout 600 --reason "nightly flash" -- \\
                 sh -c 'stm32flash -w fw.bin "$ACCMON_CLAIM_NODE"'
 
-        Across the fleet (--broker URL, docs/MQTT.md §8): a free matching accessory on any host the bridges of the
+        Across the fleet (--broker URL, docs/MQTT.md §12): a free matching accessory on any host the bridges of the
         broker serve (--host GLOB narrows), or --connection HOST:ID ...; the claim is a lease renewed while COMMAND
         runs; ACCMON_CLAIM_HOST names its host (ACCMON_CLAIM_NODE is the node's path there).
 

@@ -12,7 +12,7 @@ struct ClaimsCommand: Command {
         Shows the claims on the accessories this user sees (and this user's own): accessory, holder (user name, uid
         and pid), since when, why, and how many wait; then the claimers waiting, in line order.
 
-        With --broker, every host's claims from the broker (docs/MQTT.md §8): HOST, its STATE (held, returning, or
+        With --broker, every host's claims from the broker (docs/MQTT.md §12): HOST, its STATE (held, returning, or
         unknown for a host that is not online), the holder (remote for an MQTT user).
 
         Options:

@@ -183,7 +183,7 @@ extension FleetOptions {
         }
     }
 
-    /// Who holds each claimed connection of the fleet (docs/MQTT.md §8), from the retained claim topics.
+    /// Who holds each claimed connection of the fleet (docs/MQTT.md §12), from the retained claim topics.
     private func holders(_ settings: BrokerSettings) throws(AccmonError) -> [HolderKey: String] {
         do {
             let client = try RemoteClaimClient(

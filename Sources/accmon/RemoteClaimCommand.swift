@@ -3,7 +3,7 @@ import AccmonMQTT
 import AccmonSys
 import Glibc
 
-/// `accmon claim --broker`: claims accessories on any host of the fleet through its bridge (docs/MQTT.md §8), runs the
+/// `accmon claim --broker`: claims accessories on any host of the fleet through its bridge (docs/MQTT.md §12), runs the
 /// command while renewing the leases, and releases at its end; the same exit statuses as the local form.
 struct RemoteClaim {
     /// One claim held (or waited for) on one host.

@@ -98,3 +98,25 @@ extension BridgeProcessTests {
         }
     }
 }
+
+extension BridgeProcessTests.RemoteClaimLeases {
+    @Test func anAccmondKilledMidClaimTakesNothing() async throws {
+        let fleet = try await ClaimFleet(lease: Self.lease)
+        let host = fleet.hosts[0]
+        _ = try await BridgeProcessTests.RemoteClaims.plug("D1", on: host)
+        #expect(await fleet.waitUntilTakingRequests(), "\(host.logTail())")
+        let ci = try fleet.claimer("ci")
+        let held = try #require(try ci.ask(BridgeProcessTests.RemoteClaims.byFilter("D1"), host: "lab-1"))
+        #expect(held.kind == .held, "\(held)")
+        // accmond's state file is at most ~100 ms behind.
+        try await Task.sleep(for: .milliseconds(300))
+        try await host.restartDaemon(signal: SIGKILL)
+        for _ in 0..<8 {
+            let renewed = try #require(try await Self.askUntilAnswered(ci, Self.renew(held.claimID!)))
+            #expect(renewed.unknown == [], "\(renewed)\n\(host.logTail())")
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        let listed = try await host.accmon(["claims"])
+        #expect(listed.stdout.contains(held.claimID!) && listed.stdout.contains("ci (remote)"), "\(listed)")
+    }
+}

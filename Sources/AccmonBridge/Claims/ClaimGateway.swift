@@ -5,7 +5,7 @@ import AccmonSys
 import Foundation
 import Glibc
 
-/// Claims across the fleet, on the host's side (docs/MQTT.md §8): takes the requests MQTT users publish on
+/// Claims across the fleet, on the host's side (docs/MQTT.md §12): takes the requests MQTT users publish on
 /// `<prefix>/<host>/claim-requests/<user>`, forwards them to accmond as claims in the remote user's name (one line
 /// for local and remote claimers: accmond decides), replies under `claim-replies/<user>/`, keeps the remote claims'
 /// leases, and publishes the host's claims retained on `<prefix>/<host>/claims/<accessoryID>/<connectionID>`.

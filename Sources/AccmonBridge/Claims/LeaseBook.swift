@@ -1,4 +1,4 @@
-/// The leases of remote claims on this host (docs/MQTT.md §8.4): each claim or place in line a remote user holds
+/// The leases of remote claims on this host (docs/MQTT.md §12.4): each claim or place in line a remote user holds
 /// lives while its claimer renews it. Pure: the caller gives the time and acts on what expires.
 ///
 /// The clocks stop while the bridge is cut off from the broker (a claimer cannot renew then): ``refreshAll(now:)``

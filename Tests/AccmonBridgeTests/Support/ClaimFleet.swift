@@ -8,27 +8,15 @@ import Glibc
 /// A broker with the password file and the ACL of docs/MQTT.md §8 (as written there), and hosts whose manifests let
 /// the MQTT users `ci` and `qa` claim (not `mallory`), each with its bridge logged in as the host's user.
 final class ClaimFleet: @unchecked Sendable {
-    /// The ACL of docs/MQTT.md §8.2, word for word.
-    static let acl = """
-        # Each host's bridge: its own subtree only (its accessories, status, claims, and the requests to it).
-        user lab-1
-        topic readwrite accmon/lab-1/#
-        user lab-2
-        topic readwrite accmon/lab-2/#
-        # Every user may read the fleet: statuses, accessories, claims, the host index.
-        pattern read accmon/+/status
-        pattern read accmon/+/accessories/#
-        pattern read accmon/+/claims/#
-        pattern read accmon/$hosts/#
-        # Every client may publish and read the end marker of its own reads (accmon list/watch --broker).
-        pattern readwrite accmon/$readers/%c
-        # Each host's entry in the host index, under its own name (its user's).
-        pattern write accmon/$hosts/+/%u
-        # A claimer's requests go out under its own user name, and it reads only the replies to that name.
-        pattern write accmon/+/claim-requests/%u
-        pattern read accmon/+/claim-replies/%u/#
-
-        """
+    /// The ACL of docs/MQTT.md §12.2, read from that page: the tests use it as written.
+    static let acl: String = {
+        let page = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../docs/MQTT.md")
+        let text = (try? String(contentsOf: page.standardizedFileURL, encoding: .utf8)) ?? ""
+        guard let start = text.range(of: "```\n# /etc/mosquitto/acl (fleet claims)\n"),
+            let end = text.range(of: "```", range: start.upperBound..<text.endIndex)
+        else { return "# docs/MQTT.md: the fleet claims ACL is missing\n" }
+        return String(text[start.upperBound..<end.lowerBound])
+    }()
     static let users = ["lab-1", "lab-2", "ci", "qa", "mallory"]
 
     static func manifest(bridgeUser: String = "root") -> String {
