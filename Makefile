@@ -118,8 +118,9 @@ test-systemd: deb deps-systemd-test
 	packaging/test-systemd.sh $(DEB) $(PACKAGE_DIR) $(DASHBOARD_DEB)
 
 # The long versions, not part of make test: the daemon-crash trials (500 SIGKILLs at random points of storms), a
-# hostile user misbehaving in every way for 60 s while a healthy client must get every event, and the MQTT fleet of
-# 50 hosts of up to 100 accessories through one mosquitto, 10 of whose bridges stop at the end.
+# hostile user misbehaving in every way for 60 s while a healthy client must get every event, the MQTT fleet of
+# 50 hosts of up to 100 accessories through one mosquitto, 10 of whose bridges stop at the end, and claims across the
+# fleet: 20 claimers cycling accmon claim --broker on 50 hosts for 5 minutes (docs/MQTT.md §12).
 soak: build
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
 	ACCMON_SOAK_TRIALS=$${SOAK_TRIALS:-500} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
@@ -129,6 +130,9 @@ soak: build
 	ACCMON_FLEET_HOSTS=$${SOAK_FLEET_HOSTS:-50} ACCMON_FLEET_ACCESSORIES=$${SOAK_FLEET_ACCESSORIES:-100} \
 	  ACCMON_FLEET_STOPPED=10 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
 	  --filter aFleetThroughOneBrokerShowsEveryHostsTruth
+	ACCMON_CLAIM_SOAK_HOSTS=$${SOAK_CLAIM_HOSTS:-50} ACCMON_CLAIM_SOAK_CLAIMERS=$${SOAK_CLAIMERS:-20} \
+	  ACCMON_CLAIM_SOAK_SECONDS=$${SOAK_CLAIM_SECONDS:-300} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
+	  --filter claimersCyclingOnAFleetNeverHoldOneAccessoryTwiceAndEveryClaimEnds
 
 # The libFuzzer targets, $(FUZZ_SECONDS) each (default 60), from the corpora in Fuzz/corpus/, which they grow
 # (Fuzz/README.md). FUZZ_TARGETS: some of them.

@@ -36,14 +36,17 @@ final class ClaimFleet: @unchecked Sendable {
     {
         directory = try TemporaryDirectory()
         let passwords = directory.file("passwords")
-        for (index, user) in Self.users.enumerated() {
+        let users = Self.users + names.filter { !Self.users.contains($0) }
+        for (index, user) in users.enumerated() {
             let made = try await run(
                 URL(fileURLWithPath: "/usr/bin/mosquitto_passwd"),
                 (index == 0 ? ["-c"] : []) + ["-b", passwords, user, "pw-\(user)"], in: directory)
             guard made.termination == .exited(0) else { throw Binaries.LocateError(description: "\(made)") }
         }
         let acl = directory.file("acl")
-        try Self.acl.write(toFile: acl, atomically: true, encoding: .utf8)
+        // Hosts beyond the page's two get their blocks as the page's (a `user` block applies up to the next).
+        let more = names.filter { !Self.users.contains($0) }.map { "user \($0)\ntopic readwrite accmon/\($0)/#\n" }
+        try (more.joined() + Self.acl).write(toFile: acl, atomically: true, encoding: .utf8)
         broker = try await Mosquitto.start(
             Mosquitto.Options(persistence: persistence, passwordFile: passwords, aclFile: acl))
         for name in names {
