@@ -96,7 +96,11 @@ public final class ClaimGateway {
             if accmond.wantsWrite { handle(accmond.flush(now: after), now: after) }
             if let client, waits.count > accmondCount {
                 let revents = Int32(waits[accmondCount].revents)
-                if revents & (POLLIN | POLLHUP | POLLERR) != 0 { client.read() }
+                if revents & (POLLIN | POLLHUP | POLLERR) != 0 {
+                    client.read()
+                    // A reply follows each request at once: no delayed acknowledgement holding it (MQTTClient).
+                    client.acknowledgeQuickly()
+                }
                 if revents & POLLOUT != 0 { client.write() }
             }
             client?.housekeeping()
