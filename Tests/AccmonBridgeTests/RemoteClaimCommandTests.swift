@@ -53,7 +53,7 @@ extension BridgeProcessTests {
             #expect(await fleet.waitUntilTakingRequests())
             let ci = try fleet.claimer("ci")
             let held = try #require(try ci.ask(RemoteClaims.byFilter("H1"), host: "lab-1"))
-            #expect(held.kind == .held)
+            try #require(held.kind == .held)
             let refused = try await Self.accmon(
                 ["claim"] + (try fleet.login("qa")) + ["--serial", "H1", "--", "true"], in: fleet)
             #expect(refused.termination == .exited(75), "\(refused)")

@@ -38,7 +38,7 @@ extension BridgeProcessTests {
             // A claimer process killed with its claim: it renews nothing.
             let doomed = try fleet.claimer("qa")
             let lost = try #require(try doomed.ask(RemoteClaims.byFilter("L2"), host: "lab-1"))
-            #expect(lost.kind == .held)
+            try #require(lost.kind == .held)
             doomed.disconnect()
             let began = ContinuousClock.now
             // ci renews every second for 5 s (past the expiry): kept; qa's ends within its 3 s and a turn.
@@ -61,7 +61,7 @@ extension BridgeProcessTests {
             #expect(await fleet.waitUntilTakingRequests(), "\(host.logTail())")
             let ci = try fleet.claimer("ci")
             let held = try #require(try ci.ask(RemoteClaims.byFilter("B1"), host: "lab-1"))
-            #expect(held.kind == .held, "\(held)")
+            try #require(held.kind == .held, "\(held)")
             fleet.broker.kill9()
             // Longer than the lease: nobody could renew meanwhile, and the clocks stopped.
             try await Task.sleep(for: .seconds(5))
@@ -81,7 +81,7 @@ extension BridgeProcessTests {
             #expect(await fleet.waitUntilTakingRequests(), "\(host.logTail())")
             let ci = try fleet.claimer("ci")
             let held = try #require(try ci.ask(RemoteClaims.byFilter("K1"), host: "lab-1"))
-            #expect(held.kind == .held, "\(held)")
+            try #require(held.kind == .held, "\(held)")
             host.killBridge()
             try await Task.sleep(for: .seconds(4))
             try host.startBridge()
@@ -107,7 +107,7 @@ extension BridgeProcessTests.RemoteClaimLeases {
         #expect(await fleet.waitUntilTakingRequests(), "\(host.logTail())")
         let ci = try fleet.claimer("ci")
         let held = try #require(try ci.ask(BridgeProcessTests.RemoteClaims.byFilter("D1"), host: "lab-1"))
-        #expect(held.kind == .held, "\(held)")
+        try #require(held.kind == .held, "\(held)")
         // accmond's state file is at most ~100 ms behind.
         try await Task.sleep(for: .milliseconds(300))
         try await host.restartDaemon(signal: SIGKILL)

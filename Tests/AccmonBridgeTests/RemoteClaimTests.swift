@@ -59,7 +59,7 @@ extension BridgeProcessTests {
             let ci = try fleet.claimer("ci")
             let qa = try fleet.claimer("qa")
             let held = try #require(try ci.ask(Self.byFilter("C1"), host: "lab-1"))
-            #expect(held.kind == .held, "\(held)")
+            try #require(held.kind == .held, "\(held)")
             let conflict = try #require(try qa.ask(Self.byFilter("C1"), host: "lab-1"))
             #expect(conflict.kind == .error && conflict.code == "claim-conflict", "\(conflict)")
             #expect(conflict.holders?.first?.holder.user == "ci", "\(conflict)")
@@ -111,7 +111,7 @@ extension BridgeProcessTests {
             #expect(try await host.accmon(["claims"]).stdout == "no claims\n")
             // ci's own request with that nonce is taken once; the same nonce again is a replay, ignored.
             let first = try #require(try ci.ask(captured, host: "lab-1"))
-            #expect(first.kind == .held, "\(first)")
+            try #require(first.kind == .held, "\(first)")
             let again = try ci.ask(captured, host: "lab-1", timeout: 1)
             #expect(again == nil, "a repeated nonce is not answered")
             // mallory cannot renew or release ci's claim.

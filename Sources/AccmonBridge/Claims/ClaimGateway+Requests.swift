@@ -111,6 +111,7 @@ extension ClaimGateway {
                 // Claims made before (by this run, before accmond restarted, or by an earlier run) are taken up.
                 let id = accmond.send(.claims)
                 pending[id] = .adopt
+                announceIfReady()
             case .lost:
                 view = nil
                 pending = [:]

@@ -21,6 +21,9 @@ public final class ClaimGateway {
     let clientID: String
     var client: MQTTClient?
     var brokerReady = false
+    /// The SUBSCRIBE of the request topics, until the broker answers it.
+    var requestSubscription: Int32?
+    var takingRequests = false
     var brokerRetry: UInt64 = 0
     var brokerBackoff = Backoff(ceilingSeconds: 10)
     var leases: LeaseBook
@@ -142,9 +145,12 @@ public final class ClaimGateway {
                 brokerClaims = [:]
                 // The claimers could not renew while the broker was away: a fresh full expiry for every lease.
                 leases.refreshAll(now: now)
-                _ = try? client.subscribe([topics.claimRequests(host: host)], options: [.noRetained, .retainAsPublished])
+                takingRequests = false
+                requestSubscription = try? client.subscribe(
+                    [topics.claimRequests(host: host)], options: [.noRetained, .retainAsPublished])
                 _ = try? client.subscribe([topics.claims(host: host)], options: [.noLocal])
-                logger.info(.bridgeBroker, "claims: connected; taking requests on '\(topics.claimRequests(host: host))'")
+                logger.info(.bridgeBroker, "claims: connected to the broker")
+                announceIfReady()
                 reconcile()
             case .connected(let error?):
                 brokerFailed(error.message, now: now)
@@ -160,10 +166,25 @@ public final class ClaimGateway {
                     if payload.isEmpty { brokerClaims.removeValue(forKey: topic) } else { brokerClaims[topic] = payload }
                     reconcile()
                 }
+            case .subscribed(let id, let refused) where id == requestSubscription:
+                if !refused.isEmpty {
+                    logger.error(
+                        .bridgeBroker,
+                        "claims: the broker refused the subscription to '\(topics.claimRequests(host: host))': may "
+                            + "this host's user read it? (docs/MQTT.md §12.2)")
+                }
+                takingRequests = refused.isEmpty
+                announceIfReady()
             case .published, .subscribed, .unsubscribed:
                 break
             }
         }
+    }
+
+    /// Logs, once both the broker and accmond are there, that requests are taken (what tests and admins wait for).
+    func announceIfReady() {
+        guard brokerReady, takingRequests, accmond.isLive else { return }
+        logger.info(.bridgeBroker, "claims: taking requests on '\(topics.claimRequests(host: host))'")
     }
 
     /// Publishes `reply` to `topic` (QoS 1, not retained), with the request's correlation data.
@@ -204,7 +225,7 @@ public final class ClaimGateway {
 
     private func expireLeases(now: UInt64) {
         // The clocks stop while the broker is away: nobody could renew.
-        guard brokerReady, accmond.isLive else { return }
+        guard brokerReady, takingRequests, accmond.isLive else { return }
         for lease in leases.takeExpired(now: now) {
             logger.notice(
                 .bridgeAccmond,
