@@ -120,19 +120,24 @@ public final class ClaimGateway {
             try made.connect(address: configuration.broker.address, keepAliveSeconds: configuration.broker.keepAliveSeconds)
             client = made
         } catch {
-            brokerFailed("\(error.message)", now: now)
+            brokerFailed(error, now: now)
         }
     }
 
-    private func brokerFailed(_ reason: String, now: UInt64) {
+    /// The broker connection ended or failed. Its cause is the event path's to log (the same broker, the same
+    /// settings); the gateway says only what it means for claims, in words of its own, so that each log line names
+    /// one part.
+    private func brokerFailed(_ error: MQTTError?, now: UInt64) {
         client = nil
-        if brokerReady { logger.warning(.bridgeBroker, "claims: \(reason): the leases' clocks stop until it is back") }
+        if brokerReady {
+            logger.warning(.bridgeBroker, "claims: away from the broker: the leases' clocks stop until it is back")
+        }
         brokerReady = false
+        takingRequests = false
         let delay = brokerBackoff.failed()
         brokerRetry = now + nanoseconds(delay)
-        if brokerBackoff.isWorthReporting {
-            logger.debug(.bridgeBroker, "claims: \(reason); reconnecting in \(delay) s")
-        }
+        logger.debug(
+            .bridgeBroker, "claims: no broker (\(error?.code.rawValue ?? "disconnected")); next attempt in \(delay) s")
     }
 
     private func handleBroker(now: UInt64) {
@@ -153,10 +158,10 @@ public final class ClaimGateway {
                 announceIfReady()
                 reconcile()
             case .connected(let error?):
-                brokerFailed(error.message, now: now)
+                brokerFailed(error, now: now)
                 return
             case .disconnected(let error):
-                brokerFailed(error?.message ?? "disconnected", now: now)
+                brokerFailed(error, now: now)
                 return
             case .message(let topic, let payload, let retained, let properties):
                 if let user = topics.claimRequester(topic, host: host) {

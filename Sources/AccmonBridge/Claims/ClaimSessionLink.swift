@@ -156,7 +156,7 @@ final class ClaimSessionLink {
         phase = .waiting(until: now + nanoseconds(delay))
         logger.log(
             backoff.isWorthReporting ? .warning : .debug, .bridgeAccmond,
-            "\(reason); reconnecting in \(delay) s (attempt \(backoff.failures))")
+            "\(reason); next attempt in \(delay) s (attempt \(backoff.failures))")
         return [.lost]
     }
 }
