@@ -23,7 +23,7 @@ import Testing
         let before = node.state
         let board = try await daemon.plug("REM1", node: node.path)
         let bridge = try RawSocket(path: daemon.socketPath)
-        try bridge.send(#"{"type":"hello","id":0,"versions":[1],"client":"accmon-mqtt claims"}"# + "\n")
+        try bridge.send(#"{"type":"hello","id":0,"versions":[1],"client":"mqtt-claim-gateway"}"# + "\n")
         _ = await bridge.readObject()
         try bridge.send(
             #"{"type":"claim","id":1,"connections":[\#(board.rawValue)],"remoteUser":"ci","reason":"job 7"}"# + "\n")

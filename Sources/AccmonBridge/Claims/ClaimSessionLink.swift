@@ -56,7 +56,7 @@ final class ClaimSessionLink {
         framer = LineFramer(limit: 64 << 20)
         outbound = []
         phase = .greeting
-        _ = send(.hello(versions: Array(WireFormat.supportedVersions), clientName: "accmon-mqtt claims", restoreID: restoreID))
+        _ = send(.hello(versions: Array(WireFormat.supportedVersions), clientName: "mqtt-claim-gateway", restoreID: restoreID))
         return []
     }
 
