@@ -21,6 +21,7 @@ extension BridgeProcessTests {
             _ = try await RemoteClaims.plug("OTHER", on: fleet.hosts[0])
             let board = try await RemoteClaims.plug("S1", on: fleet.hosts[1])
             #expect(await fleet.waitUntilTakingRequests())
+            #expect(await fleet.waitUntilPublished(["OTHER", "S1"]))
             let marker = fleet.directory.file("ran")
             let result = try await Self.accmon(
                 ["claim"] + (try fleet.login("ci")) + [
@@ -51,6 +52,7 @@ extension BridgeProcessTests {
             let host = fleet.hosts[0]
             _ = try await RemoteClaims.plug("H1", on: host)
             #expect(await fleet.waitUntilTakingRequests())
+            #expect(await fleet.waitUntilPublished(["H1"]))
             let ci = try fleet.claimer("ci")
             let held = try #require(try ci.ask(RemoteClaims.byFilter("H1"), host: "lab-1"))
             try #require(held.kind == .held)
@@ -83,6 +85,7 @@ extension BridgeProcessTests {
             let a = try await RemoteClaims.plug("PA", on: fleet.hosts[0])
             let b = try await RemoteClaims.plug("PB", on: fleet.hosts[1])
             #expect(await fleet.waitUntilTakingRequests())
+            #expect(await fleet.waitUntilPublished(["PA", "PB"]))
             let first = ["--connection", "lab-1:\(a.rawValue)", "--connection", "lab-2:\(b.rawValue)"]
             let second = ["--connection", "lab-2:\(b.rawValue)", "--connection", "lab-1:\(a.rawValue)"]
             let both = fleet.directory.file("both")
@@ -99,5 +102,48 @@ extension BridgeProcessTests {
             #expect(try await fleet.hosts[0].accmon(["claims"]).stdout == "no claims\n")
             #expect(try await fleet.hosts[1].accmon(["claims"]).stdout == "no claims\n")
         }
+    }
+}
+
+extension BridgeProcessTests.RemoteClaimCommands {
+    @Test func aKilledClaimerTakesItsCommandWithItAndItsClaimEndsWithItsLease() async throws {
+        let fleet = try await ClaimFleet(lease: (renew: 1, expiry: 3))
+        _ = try await BridgeProcessTests.RemoteClaims.plug("KC1", on: fleet.hosts[0])
+        #expect(await fleet.waitUntilTakingRequests())
+        #expect(await fleet.waitUntilPublished(["KC1"]))
+        let marker = fleet.directory.file("running")
+        let claimer = try ChildProcess(
+            try Binaries.accmon,
+            ["claim"] + (try fleet.login("ci")) + ["--serial", "KC1", "--", "sh", "-c", "echo $$ > \(marker); exec sleep 300"],
+            name: "claimer", directory: fleet.directory)
+        #expect(await eventuallyHolds { FileManager.default.fileExists(atPath: marker) }, "\(claimer.stderr)")
+        let command = try #require(pid_t(try String(contentsOfFile: marker, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(try await fleet.hosts[0].accmon(["claims"]).stdout.contains("ci (remote)"))
+        claimer.kill()
+        #expect(await eventuallyHolds { kill(command, 0) != 0 }, "the command died with accmon claim")
+        #expect(
+            await eventuallyHolds(timeout: .seconds(10)) {
+                (try? await fleet.hosts[0].accmon(["claims"]).stdout) == "no claims\n"
+            }, "its lease ended it")
+    }
+
+    @Test func usageAnUnreachableBrokerAndAWrongPasswordExitAsTheLocalForm() async throws {
+        let fleet = try await ClaimFleet(hosts: [])
+        let usage = try await Self.accmon(
+            ["claim"] + (try fleet.login("ci")) + ["--connection", "3", "--", "true"], in: fleet)
+        #expect(usage.termination == .exited(64) && usage.stderr.contains("HOST:ID"), "\(usage)")
+        let noUser = try await Self.accmon(["claim", "--broker", fleet.broker.url, "--", "true"], in: fleet)
+        #expect(noUser.termination == .exited(64), "\(noUser)")
+        let port = try freeTCPPort()
+        let unreachable = try await Self.accmon(
+            ["claim", "--broker", "mqtt://127.0.0.1:\(port)", "--username", "ci", "--", "true"], in: fleet)
+        #expect(unreachable.termination == .exited(69), "\(unreachable)")
+        let wrong = fleet.directory.file("wrong.password")
+        try "nope\n".write(toFile: wrong, atomically: false, encoding: .utf8)
+        chmod(wrong, 0o600)
+        let refused = try await Self.accmon(
+            ["claim", "--broker", fleet.broker.url, "--username", "ci", "--password-file", wrong, "--", "true"],
+            in: fleet)
+        #expect(refused.termination == .exited(77), "\(refused)")
     }
 }

@@ -24,6 +24,12 @@ extension BridgeProcessTests {
             let fleet = try await ClaimFleet(hosts: names)
             for host in fleet.hosts { _ = try await RemoteClaims.plug("SOAK", on: host) }
             #expect(await fleet.waitUntilTakingRequests())
+            // Every host's accessory on the broker: a claimer that finds none would exit 1.
+            let reader = try fleet.claimer("qa")
+            #expect(await eventuallyHolds(timeout: .seconds(60)) {
+                ((try? reader.readFleet()) ?? []).filter { $0.state == "online" && !$0.accessories.isEmpty }.count
+                    == hostCount
+            })
             let held = fleet.directory.file("held")
             try FileManager.default.createDirectory(atPath: held, withIntermediateDirectories: true)
             // Exit 99 when the accessory's file exists: someone else holds it now.
@@ -59,7 +65,6 @@ extension BridgeProcessTests {
             for host in fleet.hosts {
                 #expect(try await host.accmon(["claims"]).stdout == "no claims\n", "\(host.name)")
             }
-            let reader = try fleet.claimer("qa")
             var left: [RemoteClaimState] = []
             #expect(await eventuallyHolds { left = (try? reader.readClaims()) ?? [left.first].compactMap { $0 }; return left.isEmpty }, "\(left)")
         }

@@ -86,6 +86,18 @@ final class ClaimFleet: @unchecked Sendable {
         ["--broker", broker.url, "--username", user, "--password-file", try passwordFile(user)]
     }
 
+    /// Waits until every host's accessories with these serial numbers are on the broker (what `accmon claim
+    /// --broker` reads to find a host).
+    func waitUntilPublished(_ serials: [String]) async -> Bool {
+        guard let reader = try? claimer("qa") else { return false }
+        defer { reader.disconnect() }
+        return await eventuallyHolds {
+            let fleet = (try? reader.readFleet()) ?? []
+            let found = Set(fleet.filter { $0.state == "online" }.flatMap(\.accessories).map(\.serialNumber))
+            return Set(serials).isSubset(of: found)
+        }
+    }
+
     /// Waits until the host's claim gateway takes requests (its log says so).
     func waitUntilTakingRequests() async -> Bool {
         for host in hosts {
