@@ -114,6 +114,11 @@ extension BridgeProcessTests {
             try #require(first.kind == .held, "\(first)")
             let again = try ci.ask(captured, host: "lab-1", timeout: 1)
             #expect(again == nil, "a repeated nonce is not answered")
+            // A request too big to be one is refused unread.
+            var big = Self.byFilter("R1")
+            big.reason = String(repeating: "x", count: 20_000)
+            #expect(try ci.ask(big, host: "lab-1", timeout: 2) == nil)
+            #expect(ci.takeInbox().contains { $0.kind == .error && $0.message?.contains("longer than 16384") == true })
             // mallory cannot renew or release ci's claim.
             let renewed = try #require(
                 try mallory.ask(RemoteClaimRequest(op: .renew, nonce: "", claimIDs: [first.claimID!]), host: "lab-1"))

@@ -4,6 +4,9 @@ import AccmonProtocol
 import Foundation
 
 extension ClaimGateway {
+    /// The longest request payload read.
+    static let maximumRequestSize = 16_384
+
     // MARK: Requests from MQTT users
 
     /// Handles a request `user` published (the topic's level: the broker's ACL pins it to the authenticated user).
@@ -22,6 +25,13 @@ extension ClaimGateway {
             !asked.contains("+"), !asked.contains("#")
         {
             replyTopic = asked
+        }
+        // A request is a few hundred bytes: a bigger one is refused before it is read (it would hold up the loop).
+        guard payload.count <= Self.maximumRequestSize else {
+            refuse(
+                user, nonce: nil, replyTopic, properties.correlationData, "invalid-request",
+                "claim request: longer than \(Self.maximumRequestSize) bytes")
+            return
         }
         let request: RemoteClaimRequest
         do {
