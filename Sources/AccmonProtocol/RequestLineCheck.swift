@@ -18,8 +18,9 @@ struct RequestLineCheck {
     /// The first key found a second time in one object: its path (as in error messages, `filter.kind`) and the key.
     var duplicateKey: (path: String, key: String)?
     /// The paths (`id`, `versions.[1]`, `accessory.connectionID`) of the numbers at depth 1 and 2 written with a
-    /// fraction or an exponent.
-    var nonIntegerNumbers: Set<String> = []
+    /// fraction or an exponent, as components: a key may hold a dot or a bracket (`"versions.[x"`), so a path written
+    /// out as text would be ambiguous.
+    var nonIntegerNumbers: Set<[Component]> = []
 
     /// Scans `line` (a byte-order mark first is skipped, as JSONDecoder does); `nil` when it is not strict JSON.
     static func scan(_ line: UnsafeBufferPointer<UInt8>) -> RequestLineCheck? {
@@ -37,7 +38,7 @@ struct RequestLineCheck {
         }.joined(separator: ".")
     }
 
-    enum Component: Equatable {
+    enum Component: Hashable {
         case key(String)
         case index(Int)
     }
@@ -136,7 +137,7 @@ private struct Scanner {
         default:
             guard let isInteger = number() else { return nil }
             if !isInteger, (1...2).contains(path.count) {
-                found.nonIntegerNumbers.insert(RequestLineCheck.path(path))
+                found.nonIntegerNumbers.insert(path)
             }
             return .separator
         }
@@ -196,19 +197,33 @@ extension RequestLineCheck {
     /// The path of a number the request reads as an integer that is written with a fraction or an exponent.
     func nonIntegerNumber(readBy request: ClientRequest) -> String? {
         guard !nonIntegerNumbers.isEmpty else { return nil }
+        let found: [Component]?
         switch request {
-        case .acknowledge: return nonIntegerNumbers.contains("seq") ? "seq" : nil
-        case .simulateDisconnect: return nonIntegerNumbers.contains("connectionID") ? "connectionID" : nil
-        case .history: return ["before", "limit"].first { nonIntegerNumbers.contains($0) }
-        case .hello: return nonIntegerNumbers.filter { $0.hasPrefix("versions.[") }.min()
+        case .acknowledge: found = member("seq")
+        case .simulateDisconnect, .release: found = member("connectionID")
+        case .history: found = member("before") ?? member("limit")
+        case .hello: found = firstElement(of: "versions")
         case .simulateConnect:
-            return Accessory.Field.allCases.lazy.filter { $0.shape == .number }.map { "accessory.\($0.rawValue)" }
-                .first { nonIntegerNumbers.contains($0) }
-        case .claim:
-            return nonIntegerNumbers.filter { $0.hasPrefix("connections.[") || $0 == "count" }.min()
-        case .release: return nonIntegerNumbers.contains("connectionID") ? "connectionID" : nil
-        case .subscribe, .unsubscribe, .suspend, .resume, .list, .status, .reloadManifest, .claims: return nil
+            found = Accessory.Field.allCases.lazy.filter { $0.shape == .number }
+                .map { [Component.key("accessory"), .key($0.rawValue)] }.first { nonIntegerNumbers.contains($0) }
+        case .claim: found = firstElement(of: "connections") ?? member("count")
+        case .subscribe, .unsubscribe, .suspend, .resume, .list, .status, .reloadManifest, .claims: found = nil
         }
+        return found.map(Self.path)
+    }
+
+    /// The path of the request object's member `key`, when it is a number written otherwise.
+    private func member(_ key: String) -> [Component]? {
+        nonIntegerNumbers.contains([.key(key)]) ? [.key(key)] : nil
+    }
+
+    /// The first element of the request object's array `key` that is a number written otherwise.
+    private func firstElement(of key: String) -> [Component]? {
+        let indices = nonIntegerNumbers.compactMap { path -> Int? in
+            guard path.count == 2, path[0] == .key(key), case .index(let index) = path[1] else { return nil }
+            return index
+        }
+        return indices.min().map { [.key(key), .index($0)] }
     }
 }
 
@@ -216,7 +231,7 @@ extension ProtocolCodec {
     /// The failure for a line with a key twice in an object, or an `id` that is a number not written as an integer;
     /// `nil` when the check found neither.
     func refusal(by check: RequestLineCheck, _ data: Data) -> ClientDecodingFailure? {
-        let idIsBad = check.nonIntegerNumbers.contains("id")
+        let idIsBad = check.nonIntegerNumbers.contains([.key("id")])
         if let (path, key) = check.duplicateKey {
             // The id is worth echoing when it is sound: neither the key sent twice nor a number written otherwise.
             // try?: an envelope that does not decode has no id to echo.

@@ -227,6 +227,16 @@ import Testing
         #expect(try request(#"{"type":"ack","seq":-0}"#).request == .acknowledge(0))
         #expect(try request(#"{"type":"status","seq":1e2,"versions":[1.5],"x":{"id":1e-999999}}"#).request == .status)
         #expect(try request(#"{"type":"ack","seq":7,"connectionID":2.5}"#).request == .acknowledge(7))
+        // A key that looks like a path (a dot, a bracket) is another member: found by the fuzzer, which saw the
+        // one-pass reader take this hello and the JSONDecoder path refuse it.
+        let found = Array(#"{"type":"hello","versions":[2,1],"versions.[ons":[2,1e0],"client":null}"#.utf8)
+        let hello = try codec.decodeClientMessageWithJSONDecoder(found).get()
+        #expect(hello.request == .hello(versions: [2, 1], clientName: "", restoreID: nil, relaunch: nil))
+        #expect(RequestLineReaderTests.read(found) == hello)
+        let claim = #"{"type":"claim","connections":[1],"connections.[":[1e0],"count.":1.5}"#
+        #expect(try request(claim).request.typeName == "claim")
+        let plug = #"{"type":"simulate","action":"connect","accessory.connectionID":1e0,"accessory":{"kind":"usb"}}"#
+        #expect(try request(plug).request.typeName == "simulate")
     }
 
     /// A line with a syntax error JSONDecoder alone let through in a member it does not read is not JSON.
