@@ -4,8 +4,11 @@ SWIFT ?= swift
 BUILD_DIR ?= .build
 # accmon-dashboard: its HTTP server library, and what its tests drive (a real browser) and parse (/metrics).
 DASHBOARD_APT_PACKAGES := python3-aiohttp chromium chromium-driver python3-selenium python3-prometheus-client
+# accmon.fleet, the Python client's optional part (claims across the fleet), and the claims bench: an MQTT 5 client.
+FLEET_APT_PACKAGES := python3-paho-mqtt
 APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev \
-  python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl python3-fusepy acl $(DASHBOARD_APT_PACKAGES)
+  python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl python3-fusepy acl $(DASHBOARD_APT_PACKAGES) \
+  $(FLEET_APT_PACKAGES)
 DEBUG_BIN = $(BUILD_DIR)/debug
 # The package: built and tested under PACKAGE_DIR (release build, staging tree, cached minbase chroot).
 PACKAGE_DIR ?= build
@@ -80,6 +83,24 @@ test-python: build $(PYTHON_VENV)/installed
 	  src/accmon
 	cd clients/python && PYTHONPATH=src PYTHONDONTWRITEBYTECODE=1 ACCMON_BIN_DIR=$(abspath $(DEBUG_BIN)) \
 	  $(PYTHON_VENV)/bin/python -m pytest -p no:cacheprovider
+	@$(MAKE) --no-print-directory test-python-fleet
+
+# accmon.fleet (claims across the fleet) with Debian's python3-paho-mqtt: its tests in a virtual environment that sees
+# the system's packages (the one above must not: the accmon package itself needs nothing), against real mosquitto,
+# accmond and bridges.
+FLEET_VENV = $(abspath $(BUILD_DIR))/python-fleet-venv
+
+$(FLEET_VENV)/installed: $(PYTHON_REQUIREMENTS)
+	rm -rf $(FLEET_VENV)
+	/usr/bin/python3 -m venv --system-site-packages $(FLEET_VENV)
+	$(FLEET_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PYTHON_REQUIREMENTS)
+	touch $@
+
+.PHONY: test-python-fleet
+test-python-fleet: build $(FLEET_VENV)/installed
+	cd clients/python && $(FLEET_VENV)/bin/mypy --strict --cache-dir $(FLEET_VENV)/mypy-cache src/accmon/fleet.py tests_fleet
+	cd clients/python && PYTHONPATH=src PYTHONDONTWRITEBYTECODE=1 ACCMON_BIN_DIR=$(abspath $(DEBUG_BIN)) \
+	  $(FLEET_VENV)/bin/python -m pytest -p no:cacheprovider tests_fleet
 
 # accmon-dashboard (clients/dashboard): a virtual environment made with --system-site-packages (Debian's aiohttp,
 # selenium, prometheus_client) with the pinned test tools; the package installed into it with pip (offline, as a user
@@ -118,8 +139,9 @@ test-systemd: deb deps-systemd-test
 	packaging/test-systemd.sh $(DEB) $(PACKAGE_DIR) $(DASHBOARD_DEB)
 
 # The long versions, not part of make test: the daemon-crash trials (500 SIGKILLs at random points of storms), a
-# hostile user misbehaving in every way for 60 s while a healthy client must get every event, and the MQTT fleet of
-# 50 hosts of up to 100 accessories through one mosquitto, 10 of whose bridges stop at the end.
+# hostile user misbehaving in every way for 60 s while a healthy client must get every event, the MQTT fleet of
+# 50 hosts of up to 100 accessories through one mosquitto, 10 of whose bridges stop at the end, and claims across the
+# fleet: 20 claimers cycling accmon claim --broker on 50 hosts for 5 minutes (docs/MQTT.md §12).
 soak: build
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests
 	ACCMON_SOAK_TRIALS=$${SOAK_TRIALS:-500} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
@@ -129,6 +151,9 @@ soak: build
 	ACCMON_FLEET_HOSTS=$${SOAK_FLEET_HOSTS:-50} ACCMON_FLEET_ACCESSORIES=$${SOAK_FLEET_ACCESSORIES:-100} \
 	  ACCMON_FLEET_STOPPED=10 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
 	  --filter aFleetThroughOneBrokerShowsEveryHostsTruth
+	ACCMON_CLAIM_SOAK_HOSTS=$${SOAK_CLAIM_HOSTS:-50} ACCMON_CLAIM_SOAK_CLAIMERS=$${SOAK_CLAIMERS:-20} \
+	  ACCMON_CLAIM_SOAK_SECONDS=$${SOAK_CLAIM_SECONDS:-300} $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build \
+	  --filter claimersCyclingOnAFleetNeverHoldOneAccessoryTwiceAndEveryClaimEnds
 
 # The libFuzzer targets, $(FUZZ_SECONDS) each (default 60), from the corpora in Fuzz/corpus/, which they grow
 # (Fuzz/README.md). FUZZ_TARGETS: some of them.

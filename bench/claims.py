@@ -1,10 +1,13 @@
 """The claims suite: claim to command running (`accmon claim -- CMD`) and release to the next waiter's command running
 (p50/p99), beside two floors measured in the same rounds: starting the same command directly, and `accmon list` from
 start to exit (the CLI's start, one request and reply); claims per second on one daemon (claim and release round trips
-of one client, each grant saved to disk before its reply). One JSON line per figure."""
+of one client, each grant saved to disk before its reply). With a build that has claims across the fleet, in the same
+rounds on the same accmond: `accmon claim --broker -- CMD` to the command running, and claims per second through one
+broker (claims_remote.py). One JSON line per figure."""
 import argparse, json, os, socket, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(__file__))
+import claims_remote  # noqa: E402
 from common import accmond_arguments, emit, stop, wait_for_socket  # noqa: E402
 
 
@@ -50,24 +53,35 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--samples", type=int, default=60)
     parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--source", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     args = parser.parse_args()
+    remote = claims_remote.supported(args.bin)
     accmon = os.path.join(args.bin, "accmon")
     clockstamp = os.path.join(args.tools, "clockstamp")
     with tempfile.TemporaryDirectory(prefix="accmon-bench-claims-") as work:
         os.chmod(work, 0o700)
         path = os.path.join(work, "s")
+        arguments = accmond_arguments(args.bin, work)
+        if remote:
+            with open(os.path.join(work, "manifest.json"), "w") as out:
+                json.dump(claims_remote.manifest(), out)
         daemon = subprocess.Popen(
             [os.path.join(args.bin, "accmond"), "--socket", path, "--simulate", "--no-udev", "--log-level", "warning",
-             *accmond_arguments(args.bin, work)], stderr=subprocess.DEVNULL)
+             *arguments], stderr=subprocess.DEVNULL)
+        rig = None
         try:
             wait_for_socket(path)
+            if remote:
+                rig = claims_remote.RemoteRig(args.bin, work, path, args.source)
             admin = Line(path)
             connection = admin.request({"type": "simulate", "action": "connect", "accessory": {
                 "kind": "serial", "vendorID": "1209", "productID": "0001", "serialNumber": "BENCH1",
                 "deviceNodes": [os.path.join(work, "ttyBENCH1")]}})["connectionID"]
             command = [accmon, "--socket", path, "claim", "--connection", str(connection), "--", clockstamp]
+            remote_command = [accmon, "claim", *(rig.login() if rig else []), "--connection",
+                              f"{claims_remote.HOST}:{connection}", "--", clockstamp]
             for round_ in range(args.repeats):
-                direct, listed, claimed, passed = [], [], [], []
+                direct, listed, claimed, passed, remote_claimed = [], [], [], [], []
                 for _ in range(args.samples):
                     start = time.monotonic_ns()
                     direct.append(stamp_of(subprocess.run([clockstamp], capture_output=True, text=True).stdout) - start)
@@ -78,6 +92,12 @@ def main():
                     start = time.monotonic_ns()
                     run = subprocess.run(command, capture_output=True, text=True)
                     claimed.append(stamp_of(run.stdout) - start)
+                    if rig:
+                        start = time.monotonic_ns()
+                        run = subprocess.run(remote_command, capture_output=True, text=True)
+                        if run.returncode != 0:
+                            raise SystemExit(f"bench: accmon claim --broker: {run.stderr}")
+                        remote_claimed.append(stamp_of(run.stdout) - start)
                     # Release to the next waiter running: hold it here, start a waiter, release once it waits.
                     holder = Line(path)
                     holder_claim = holder.request({"type": "claim", "connections": [connection]})["claim"]
@@ -90,8 +110,11 @@ def main():
                     holder.request({"type": "release", "claimID": holder_claim["claimID"]})
                     passed.append(stamp_of(waiter.communicate()[0]) - start)
                     holder.sock.close()
-                for name, values in (("direct", direct), ("accmon_list_exit", listed), ("claim", claimed),
-                                     ("release_to_next", passed)):
+                figures = [("direct", direct), ("accmon_list_exit", listed), ("claim", claimed),
+                           ("release_to_next", passed)]
+                if rig:
+                    figures.append(("remote_claim", remote_claimed))
+                for name, values in figures:
                     emit({"suite": "claims", "figure": f"{name}_to_command_us", "round": round_,
                           "p50": percentile(values, 0.5) / 1000, "p99": percentile(values, 0.99) / 1000,
                           "samples": len(values)})
@@ -106,7 +129,12 @@ def main():
                 line.sock.close()
                 emit({"suite": "claims", "figure": "claims_per_second", "round": round_,
                       "value": count / args.seconds})
+                if rig:
+                    emit({"suite": "claims", "figure": "remote_claims_per_second", "round": round_,
+                          "value": claims_remote.claims_per_second(rig, connection, args.seconds)})
         finally:
+            if rig:
+                rig.close()
             stop(daemon)
 
 

@@ -61,7 +61,7 @@ run() {
                    --hosts "${BENCH_SCALE_HOSTS:-500}" --accessories "${BENCH_SCALE_ACCESSORIES:-100}" ;;
         hostile) /usr/bin/python3 "$here/hostile.py" "$bin" --attack-seconds "${BENCH_HOSTILE_SECONDS:-20}" ;;
         history) /usr/bin/python3 "$here/history.py" "$bin" --rounds "$(( repeats > 5 ? repeats : 5 ))" ;;
-        claims) /usr/bin/python3 "$here/claims.py" "$bin" "$tools" --repeats "$repeats" ;;
+        claims) /usr/bin/python3 "$here/claims.py" "$bin" "$tools" --repeats "$repeats" --source "$source" ;;
         dashboard) /usr/bin/python3 "$here/dashboard.py" "$bin" --source "$source/clients/dashboard/src" \
                        --repeats "$repeats" --seconds "${BENCH_DASHBOARD_SECONDS:-60}" ;;
         *) echo "bench: unknown suite '$suite' ($SUITES)" >&2; return 64 ;;

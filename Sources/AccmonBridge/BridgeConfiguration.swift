@@ -36,10 +36,14 @@ public struct BridgeConfiguration: Sendable, Hashable {
     public var restoreID: String
     /// The file that holds the machine's id (`/etc/machine-id`), published in the status.
     public var machineIDFile: String
+    /// A remote claim's lease: it ends this long after its claimer's last renewal (docs/MQTT.md §12.4).
+    public var leaseSeconds: Double = 30
+    /// How often claimers are told to renew.
+    public var renewSeconds: Double = 10
 
     static let keys = [
         "broker", "ca", "certificate", "key", "username", "passwordFile", "host", "prefix", "socket", "restoreID",
-        "keepAlive", "machineIDFile",
+        "keepAlive", "machineIDFile", "leaseSeconds", "renewSeconds",
     ]
     static let refusals = [
         "password":
@@ -143,6 +147,13 @@ public struct BridgeConfiguration: Sendable, Hashable {
         let keepAlive = reader.integer(members["keepAlive"], in: 5...3600) ?? 30
         let restoreID = reader.string(members["restoreID"]) ?? defaultRestoreID
         let machineIDFile = reader.string(members["machineIDFile"]) ?? "/etc/machine-id"
+        let leaseSeconds = reader.integer(members["leaseSeconds"], in: 2...86_400) ?? 30
+        let renewSeconds = reader.integer(members["renewSeconds"], in: 1...86_400) ?? min(10, max(1, leaseSeconds / 3))
+        if let member = members["renewSeconds"], renewSeconds >= leaseSeconds {
+            reader.report(
+                member.value.position,
+                "renewSeconds: \(renewSeconds) is not below leaseSeconds (\(leaseSeconds)): a lease would end between renewals")
+        }
         guard reader.problems.isEmpty, let address else { return .failure(ConfigurationProblems(reader.problems)) }
         let broker = BrokerSettings(
             address: address, caFile: tlsFiles.first { $0.key == "ca" }?.path,
@@ -150,7 +161,8 @@ public struct BridgeConfiguration: Sendable, Hashable {
             keyFile: tlsFiles.first { $0.key == "key" }?.path, username: username, keepAliveSeconds: keepAlive)
         let configuration = BridgeConfiguration(
             broker: broker, passwordFile: passwordFile, host: host, topics: FleetTopics(prefix: prefix),
-            socketPath: socket, restoreID: restoreID, machineIDFile: machineIDFile)
+            socketPath: socket, restoreID: restoreID, machineIDFile: machineIDFile, leaseSeconds: Double(leaseSeconds),
+            renewSeconds: Double(renewSeconds))
         return .success(
             Parsed(
                 configuration: configuration, passwordFilePosition: members["passwordFile"]?.value.position,

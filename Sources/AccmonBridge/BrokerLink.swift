@@ -244,7 +244,7 @@ final class BrokerLink {
                         + "'\(host)'; let this user write it (docs/MQTT.md, ACL)")
             }
             return [.published(messageID: messageID, error: error)]
-        case .message(let topic, let payload, _):
+        case .message(let topic, let payload, _, _):
             return message(topic: topic, payload: payload, now: now)
         case .unsubscribed:
             break

@@ -261,7 +261,7 @@ final class FleetSession {
                         + "publish there (docs/MQTT.md, ACL)")
         case .published:
             break
-        case .message(let topic, let payload, _):
+        case .message(let topic, let payload, _, _):
             countPacket()
             if topic == markerTopic {
                 marker(payload)

@@ -30,8 +30,8 @@ public final class MQTTClient {
         case subscribed(messageID: Int32, refused: [Int])
         /// An UNSUBSCRIBE was answered.
         case unsubscribed(messageID: Int32)
-        /// A message arrived on a subscription.
-        case message(topic: String, payload: [UInt8], retained: Bool)
+        /// A message arrived on a subscription, with its MQTT 5 properties.
+        case message(topic: String, payload: [UInt8], retained: Bool, properties: MQTTMessageProperties)
     }
 
     /// The message of a dead client: published by the broker when the connection is lost without DISCONNECT.
@@ -54,6 +54,10 @@ public final class MQTTClient {
         public static let noLocal = SubscriptionOptions(rawValue: Int32(MQTT_SUB_OPT_NO_LOCAL.rawValue))
         /// Not the retained messages present when subscribing (`MQTT_SUB_OPT_SEND_RETAIN_NEVER`).
         public static let noRetained = SubscriptionOptions(rawValue: Int32(MQTT_SUB_OPT_SEND_RETAIN_NEVER.rawValue))
+        /// The retain flag as the publisher set it, also on messages forwarded live
+        /// (`MQTT_SUB_OPT_RETAIN_AS_PUBLISHED`): how a subscriber tells a retained publication from another.
+        public static let retainAsPublished = SubscriptionOptions(
+            rawValue: Int32(MQTT_SUB_OPT_RETAIN_AS_PUBLISHED.rawValue))
     }
 
     /// libmosquitto's global initialisation, once per process.
@@ -174,11 +178,15 @@ public final class MQTTClient {
         try publish(topic: topic, payload: payload, retained: retained, qos: 1)
     }
 
-    /// Publishes with QoS `qos` (0 or 1); as ``publish(topic:payload:retained:)``.
-    public func publish(topic: String, payload: [UInt8], retained: Bool, qos: Int32) throws(MQTTError) -> Int32 {
+    /// Publishes with QoS `qos` (0 or 1) and MQTT 5 `properties`; as ``publish(topic:payload:retained:)``.
+    public func publish(
+        topic: String, payload: [UInt8], retained: Bool, qos: Int32, properties: MQTTMessageProperties = .none
+    ) throws(MQTTError) -> Int32 {
         var messageID: Int32 = 0
+        let list = properties.makeList()
+        defer { if list != nil { var owned = list; mosquitto_property_free_all(&owned) } }
         let status = payload.withUnsafeBytes { raw in
-            mosquitto_publish_v5(handle, &messageID, topic, Int32(raw.count), raw.baseAddress, qos, retained, nil)
+            mosquitto_publish_v5(handle, &messageID, topic, Int32(raw.count), raw.baseAddress, qos, retained, list)
         }
         guard status == MOSQ_ERR_SUCCESS.rawValue else {
             let error = MQTTError.library(status, "mqtt: publish to '\(topic)'")
@@ -275,13 +283,15 @@ public final class MQTTClient {
         mosquitto_unsubscribe_v5_callback_set(handle) { _, userdata, messageID, _ in
             MQTTClient.client(userdata).events.append(.unsubscribed(messageID: messageID))
         }
-        mosquitto_message_v5_callback_set(handle) { _, userdata, message, _ in
+        mosquitto_message_v5_callback_set(handle) { _, userdata, message, properties in
             guard let message = message?.pointee, let topic = message.topic else { return }
             let payload =
                 message.payloadlen > 0 && message.payload != nil
                 ? Array(UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
             MQTTClient.client(userdata).events.append(
-                .message(topic: String(cString: topic), payload: payload, retained: message.retain))
+                .message(
+                    topic: String(cString: topic), payload: payload, retained: message.retain,
+                    properties: MQTTMessageProperties(reading: properties)))
         }
         mosquitto_log_callback_set(handle) { _, userdata, level, text in
             guard level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0, let text else { return }

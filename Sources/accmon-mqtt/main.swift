@@ -56,6 +56,8 @@ SignalDescriptor.block([SIGTERM, SIGINT])
 let (identity, warning) = BridgeIdentity.current(machineIDFile: configuration.machineIDFile)
 if let warning { logger.warning(.configuration, warning) }
 do {
+    // Claims across the fleet, on a thread of their own beside the event path.
+    try ClaimGateway(configuration: configuration, identity: identity, logger: logger).start()
     try Bridge(configuration: configuration, identity: identity, logger: logger).run()
 } catch {
     logger.critical(.startFailed, "cannot run: \(error)")

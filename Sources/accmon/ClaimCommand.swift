@@ -23,8 +23,13 @@ struct ClaimCommand: Command {
             accmon claim --kind serial --vendor 0403 --wait --timeout 600 --reason "nightly flash" -- \\
                 sh -c 'stm32flash -w fw.bin "$ACCMON_CLAIM_NODE"'
 
+        Across the fleet (--broker URL, docs/MQTT.md §12): a free matching accessory on any host the bridges of the
+        broker serve (--host GLOB narrows), or --connection HOST:ID ...; the claim is a lease renewed while COMMAND
+        runs; ACCMON_CLAIM_HOST names its host (ACCMON_CLAIM_NODE is the node's path there).
+
         Options:
-          --connection ID    claim this connection (repeat for several: all or none)
+          --connection ID    claim this connection (repeat for several: all or none); with --broker, HOST:ID
+                             (several hosts are taken in host order, each host's all or none)
           --serial TEXT      only the accessory with exactly this serial number
           --count N          claim N matching accessories, all or none (default 1)
           --wait             wait in line (first come, first served) while what is asked for is held, or not
@@ -37,6 +42,7 @@ struct ClaimCommand: Command {
                              the exit status when what is asked for is held (default 75)
         \(filterOptionsHelp)
         \(CommonOptions.help)
+        \(FleetOptions.claimHelp)
 
         Exit status: COMMAND's (128 + the signal if a signal ended it); 75 (or --conflict-exit-code) when what was
         asked for is held and --wait was not given or --timeout passed, or when the claim was broken, its accessory
@@ -56,6 +62,15 @@ struct ClaimCommand: Command {
     var maxSeconds: Double?
     var conflictExitCode: Int32 = ExitCode.timedOut.rawValue
     var command: [String] = []
+    /// With `--broker`: the fleet's broker and login, `--host`.
+    var fleet = FleetOptions()
+    /// With `--broker`: `--connection HOST:ID`.
+    var remoteConnections: [HostConnection] = []
+
+    struct HostConnection: Hashable {
+        var host: String
+        var connection: ConnectionID
+    }
 
     init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
         common = CommonOptions(socket: socket)
@@ -69,6 +84,14 @@ struct ClaimCommand: Command {
             switch option {
             case "--connection":
                 let text = try arguments.value(for: option)
+                if let colon = text.lastIndex(of: ":") {
+                    guard let number = UInt64(text[text.index(after: colon)...]), colon != text.startIndex else {
+                        throw UsageError("--connection: '\(text)' is not HOST:ID (a host name and a connection id)")
+                    }
+                    remoteConnections.append(
+                        HostConnection(host: String(text[..<colon]), connection: ConnectionID(number)))
+                    continue
+                }
                 guard let number = UInt64(text) else {
                     throw UsageError("--connection: '\(text)' is not a connection id (a number such as 12)")
                 }
@@ -85,6 +108,7 @@ struct ClaimCommand: Command {
             case "--max-duration": maxSeconds = try arguments.seconds(for: option, in: 0.001...31_536_000)
             case "--conflict-exit-code": conflictExitCode = Int32(try arguments.integer(for: option, in: 0...255))
             default:
+                if try fleet.parse(option, &arguments) { continue }
                 if try common.parse(option, &arguments) { continue }
                 if try parseFilterOption(option, &arguments, into: &filter) {
                     filtered = true
@@ -94,6 +118,19 @@ struct ClaimCommand: Command {
             }
         }
         guard !command.isEmpty else { throw UsageError("a command to run is required, after --") }
+        if try fleet.validate(restoreID: nil, all: false) {
+            if !connections.isEmpty { throw UsageError("--connection: with --broker, name the host: HOST:ID") }
+            if !remoteConnections.isEmpty && (filtered || count != nil) {
+                throw UsageError("--connection claims those connections: it does not go with filter options or --count")
+            }
+            if maxSeconds != nil { throw UsageError("--max-duration does not go with --broker (the lease ends it)") }
+            if fleet.username == nil { throw UsageError("--broker: a claimer is an MQTT user: give --username") }
+        } else if !remoteConnections.isEmpty {
+            throw UsageError("--connection HOST:ID needs --broker URL")
+        }
+        if Set(remoteConnections).count != remoteConnections.count {
+            throw UsageError("--connection: a connection is given twice")
+        }
         if !connections.isEmpty && (filtered || count != nil) {
             throw UsageError("--connection claims those connections: it does not go with filter options or --count")
         }
@@ -114,6 +151,10 @@ struct ClaimCommand: Command {
         guard let executable = TiedChild.resolve(command[0], path: environmentValue("PATH")) else {
             writeError("accmon: claim: \(command[0]): command not found\n")
             exit(127)
+        }
+        if fleet.url != nil {
+            var remote = try RemoteClaim(command: self, fleet: fleet)
+            try remote.run(executable: executable)
         }
         let connection = try await AccmonConnection.connect(socketPath: common.socket, clientName: "accmon claim")
         let claim = try await obtain(on: connection)

@@ -6,29 +6,37 @@ struct ClaimsCommand: Command {
     static let abstract = "List the claims and the claimers waiting in line."
     static let usage = """
         Usage: accmon claims [--json] [--socket PATH]
+               accmon claims --broker URL [--host GLOB] [--json] [BROKER OPTIONS]
 
         \(abstract)
         Shows the claims on the accessories this user sees (and this user's own): accessory, holder (user name, uid
         and pid), since when, why, and how many wait; then the claimers waiting, in line order.
 
+        With --broker, every host's claims from the broker (docs/MQTT.md §12): HOST, its STATE (held, returning, or
+        unknown for a host that is not online), the holder (remote for an MQTT user).
+
         Options:
-          --json             print {"version":1,"claims":[...],"waiters":[...]} with sorted keys
+          --json             print {"version":1,"claims":[...],"waiters":[...]} with sorted keys (with --broker:
+                             {"version":1,"claims":[{"host":...,"state":...,"claim":{...}}]})
         \(CommonOptions.help)
+        \(FleetOptions.claimHelp)
 
         """
 
     var common: CommonOptions
     var json = false
+    var fleet = FleetOptions()
 
     init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
         common = CommonOptions(socket: socket)
         while let option = try arguments.next() {
             if option == "--json" {
                 json = true
-            } else if try !common.parse(option, &arguments) {
+            } else if try !fleet.parse(option, &arguments), try !common.parse(option, &arguments) {
                 throw UsageError("unknown option '\(option)'")
             }
         }
+        _ = try fleet.validate(restoreID: nil, all: false)
     }
 
     struct Output: Encodable {
@@ -38,6 +46,10 @@ struct ClaimsCommand: Command {
     }
 
     func run() async throws(AccmonError) {
+        if fleet.url != nil {
+            try FleetClaims(fleet: fleet, json: json).run()
+            return
+        }
         let connection = try await common.connect()
         let list = try await connection.claims()
         connection.close()

@@ -90,6 +90,17 @@ struct FleetOptions {
     /// Whether a host is shown: `--host` names it or matches its name (shell wildcards).
     func shows(host name: String) -> Bool { readOptions.selection.includes(hostName: name) }
 
+    /// The fleet options of `claim` and `claims`.
+    static let claimHelp = """
+          --broker URL       claim through the fleet's MQTT broker (mqtt://HOST[:PORT] or mqtts://HOST[:PORT])
+          --host GLOB        with --broker: only hosts whose name matches (shell wildcards)
+          --prefix PREFIX    with --broker: the topic prefix (default \(FleetTopics.defaultPrefix))
+          --ca FILE, --certificate FILE, --key FILE
+                             with mqtts://: the CA certificates to trust, a client certificate and its key
+          --username NAME, --password-file FILE
+                             the broker's login: the MQTT user is the claimer
+        """
+
     static let help = """
           --broker URL       show every host's accessories from the MQTT broker's retained topics (mqtt://HOST[:PORT]
                              or mqtts://HOST[:PORT]), with a HOST column; offline hosts are shown as such
@@ -140,10 +151,11 @@ extension FleetOptions {
             try incompleteness(read)
             return
         }
+        let holders = try self.holders(settings)
         var cells: [String] = []
-        cells.reserveCapacity(8 * hosts.reduce(0) { $0 + max($1.accessories.count, 1) })
+        cells.reserveCapacity(9 * hosts.reduce(0) { $0 + max($1.accessories.count, 1) })
         for host in hosts {
-            if host.accessories.isEmpty { cells += [host.host, host.state, "-", "-", "-", "-", "-", "-"] }
+            if host.accessories.isEmpty { cells += [host.host, host.state, "-", "-", "-", "-", "-", "-", "-"] }
             for accessory in host.accessories {
                 cells.append(host.host)
                 cells.append(host.state)
@@ -155,10 +167,37 @@ extension FleetOptions {
                 cells.append(
                     accessory.deviceNodes.count == 1
                         ? accessory.deviceNodes[0] : accessory.deviceNodes.joined(separator: ","))
+                cells.append(holders[HolderKey(host.host, accessory.connectionID.rawValue)] ?? "-")
             }
         }
-        writeOut(table(["HOST", "STATE", "CONN", "KIND", "ID", "NAME", "SERIAL", "NODES"], cells: cells))
+        writeOut(table(["HOST", "STATE", "CONN", "KIND", "ID", "NAME", "SERIAL", "NODES", "HOLDER"], cells: cells))
         try incompleteness(read)
+    }
+
+    struct HolderKey: Hashable {
+        var host: String
+        var connection: UInt64
+        init(_ host: String, _ connection: UInt64) {
+            self.host = host
+            self.connection = connection
+        }
+    }
+
+    /// Who holds each claimed connection of the fleet (docs/MQTT.md §12), from the retained claim topics.
+    private func holders(_ settings: BrokerSettings) throws(AccmonError) -> [HolderKey: String] {
+        do {
+            let client = try RemoteClaimClient(
+                settings: settings, topics: topics,
+                clientID: "accmon-list-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+            defer { client.disconnect() }
+            var holders: [HolderKey: String] = [:]
+            for claim in try client.readClaims() {
+                holders[HolderKey(claim.host, claim.connectionID)] = ClaimsCommand.userLabel(claim.holder)
+            }
+            return holders
+        } catch {
+            throw fleetError(error)
+        }
     }
 
     /// Exit 1 after the output when the read is known to miss something (the warnings above say what).

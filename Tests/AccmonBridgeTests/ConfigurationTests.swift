@@ -139,3 +139,19 @@ private func parsed(_ text: String) throws -> BridgeConfiguration {
     #expect(
         missing.description == "\(directory.file("none.json")):1:1: cannot read the file: No such file or directory\n")
 }
+
+@Test func theClaimLeaseSettingsAreReadAndChecked() throws {
+    let defaults = try parsed(#"{"broker": "mqtt://localhost"}"#)
+    #expect(defaults.leaseSeconds == 30 && defaults.renewSeconds == 10)
+    let short = try parsed(#"{"broker": "mqtt://localhost", "leaseSeconds": 3, "renewSeconds": 1}"#)
+    #expect(short.leaseSeconds == 3 && short.renewSeconds == 1)
+    #expect(try parsed(#"{"broker": "mqtt://localhost", "leaseSeconds": 6}"#).renewSeconds == 2)
+    #expect(
+        problems(#"{"broker": "mqtt://localhost", "leaseSeconds": 5, "renewSeconds": 5}"#) == [
+            "mqtt.json:1:67: renewSeconds: 5 is not below leaseSeconds (5): a lease would end between renewals"
+        ])
+    #expect(
+        problems(#"{"broker": "mqtt://localhost", "leaseSeconds": 1}"#) == [
+            "mqtt.json:1:48: leaseSeconds: expected a whole number from 2 to 86400"
+        ])
+}

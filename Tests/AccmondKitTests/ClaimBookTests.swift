@@ -182,6 +182,23 @@ func makeBook() -> ClaimBook { ClaimBook(makeToken: randomToken) }
         #expect(claim.number == 1 && accessory.connectionID == last.connectionID && book.claims.isEmpty)
     }
 
+    @Test func aRemoteUsersClaimKeptWithItsBridgesSessionStaysTheRemoteUsers() {
+        var fixture = ClaimFixture()
+        let a = fixture.plug("A").connectionID
+        let b = fixture.plug("B").connectionID
+        let key = RestoreKey(uid: 5, restoreID: "accmon-mqtt-claims")
+        var book = makeBook()
+        var remote = ClaimFixture.claimant(5, session: 50, restoreKey: key)
+        remote.remoteUser = "ci"
+        remote.party = Party(user: "ci", remote: true)
+        _ = book.request(ClaimRequest(.connections([a]), preserve: true), by: remote, in: fixture.world)
+        _ = book.request(ClaimRequest(.connections([a, b]), wait: true, preserve: true), by: remote, in: fixture.world)
+        _ = book.sessionEnded(50, preserved: key, graceSeconds: 30, now: fixture.now)
+        #expect(book.sessionRestored(key, as: 51, party: Party(user: "bridge", uid: 5)) == [1])
+        #expect(book.claims[1]?.holder.party == Party(user: "ci", remote: true) && book.claims[1]?.holder.session == 51)
+        #expect(book.waiters.first?.claimant.party == Party(user: "ci", remote: true))
+    }
+
     @Test func aClaimKeptWithAPreservedSessionWaitsForItsClientThenEnds() {
         var fixture = ClaimFixture()
         let a = fixture.plug("A").connectionID

@@ -122,14 +122,15 @@ extension ClaimBook {
     }
 
     /// A session took up its preserved session (`hello` with the restore id): the claims and places in line kept
-    /// for it are its again. Returns the claims taken up.
+    /// for it are its again (a remote user's stay that remote user's: the bridge only speaks for it). Returns the
+    /// claims taken up.
     mutating func sessionRestored(_ key: RestoreKey, as session: UInt64, party: Party) -> [UInt64] {
         var taken: [UInt64] = []
         for claim in claims.values where claim.holder.session == nil && claim.holder.restoreKey == key {
             update(claim.number) {
                 $0.holder.session = session
                 $0.holder.awayUntil = nil
-                $0.holder.party = party
+                if $0.holder.remoteUser == nil { $0.holder.party = party }
             }
             taken.append(claim.number)
         }
@@ -137,7 +138,7 @@ extension ClaimBook {
             updateWaiter(waiter.number) {
                 $0.claimant.session = session
                 $0.claimant.awayUntil = nil
-                $0.claimant.party = party
+                if $0.claimant.remoteUser == nil { $0.claimant.party = party }
             }
         }
         return taken.sorted()

@@ -21,7 +21,8 @@ final class BridgedHost: @unchecked Sendable {
     /// keep-alive, then `settings`: more keys as raw JSON values) and starts the bridge unless `startBridge` is false.
     static func start(
         name: String, broker: String, machineID: String? = nil, settings: [String: String] = [:],
-        startBridge: Bool = true
+        startBridge: Bool = true,
+        manifest: String = #"{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}"#
     ) async throws -> BridgedHost {
         let directory = try TemporaryDirectory()
         let machineIDFile = directory.file("machine-id")
@@ -35,8 +36,7 @@ final class BridgedHost: @unchecked Sendable {
         let config = "{\n" + keys.keys.sorted().map { "  \(json($0)): \(keys[$0]!)" }.joined(separator: ",\n") + "\n}\n"
         let configPath = directory.file("mqtt.json")
         try config.write(toFile: configPath, atomically: true, encoding: .utf8)
-        try #"{"version": 1, "accessories": [{"name": "everything", "match": {"id": "*:*"}}]}"#.write(
-            toFile: directory.file("manifest.json"), atomically: true, encoding: .utf8)
+        try manifest.write(toFile: directory.file("manifest.json"), atomically: true, encoding: .utf8)
         let daemon = try await launchDaemon(directory: directory, run: 0)
         let host = BridgedHost(name: name, directory: directory, configPath: configPath, daemon: daemon)
         if startBridge { try host.startBridge() }
