@@ -28,6 +28,7 @@ final class RequestHandler {
         var handled = 0
         defer { session.unhandled.removeFirst(handled) }
         let quota = state.configuration.limits.requestsPerTurn
+        let byteQuota = DaemonLimits.replyBytesPerTurn
         for item in session.unhandled {
             guard session.canHandleRequests else {
                 if !session.isClosing, !session.budget.allows(holding: session.outbound.byteCount) {
@@ -35,14 +36,16 @@ final class RequestHandler {
                 }
                 return
             }
-            guard session.takeRequestSlot(turn: state.sessions.turn, limit: quota) else {
+            guard session.takeRequestSlot(turn: state.sessions.turn, limit: quota, byteLimit: byteQuota) else {
                 state.sessions.deferToNextTurn(session)
                 return
             }
             handled += 1
             switch item {
             case .line(let line):
+                let before = session.outbound.byteCount
                 handle(line, of: session)
+                session.chargeReplyBytes(max(0, session.outbound.byteCount - before))
             case .overlong:
                 reply(
                     to: session, id: nil,
