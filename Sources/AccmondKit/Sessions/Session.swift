@@ -55,7 +55,7 @@ final class Session {
     /// Splits what the client sends into request lines.
     var framer = LineFramer()
     /// Lines read but not yet handled: handling waits while the outbound buffer is over its bound.
-    var unhandled: [LineFramer.Item] = []
+    var unhandled = LineQueue()
     @exclusivity(unchecked) private(set) var outbound: OutboundQueue
     /// Events held while suspended, coalesced; each carries its encoded line.
     @exclusivity(unchecked) private(set) var queue = CoalescingQueue<[UInt8]>()
