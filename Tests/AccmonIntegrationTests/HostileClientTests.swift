@@ -232,6 +232,7 @@ struct HostileClientTests {
         let bound = SoakMemoryBound(
             started: startRSS, accessories: mostConnected, events: issued.count, outputBudget: outputBudget,
             connections: 200)  // prlimit --nofile=200: each connection holds a descriptor
+        print("hostile soak: accmond's RSS peaked at \(Int(peak / 1024)) KiB; bound \(bound)")
         #expect(peak < bound.bytes, "accmond's RSS peaked at \(Int(peak / 1024)) KiB; bound \(bound)")
         #expect(attack.stdout.contains("\"held\""), "attack: \(attack.stdout) \(attack.stderr)")
         // Still serving once it is over.
