@@ -19,6 +19,9 @@ public struct DaemonLimits: Sendable, Equatable {
     /// Request lines handled for one client in one turn of the loop; the rest wait for the next turn, after every
     /// other client's.
     public var requestsPerTurn = 32
+    /// The fraction of the loop's time the requests of one user (root excepted) may take, after a burst of 100 ms
+    /// ahead of it; past it that user's request lines wait until it is back within its share. 0: no limit.
+    public var loopSharePerUser = 0.25
     /// Bytes of replies one client's requests may queue in one turn of the loop: past them its further request lines
     /// wait for the next turn, as past ``requestsPerTurn``. Encoding a reply costs the loop about in proportion to
     /// its size, so a flood of large replies (`list`, `status`, `history`) takes as short a turn as one of small ones.

@@ -166,8 +166,10 @@ final class BrokerLoop {
             publisher.publishWaiting()
             state.sessions.flushPending { flush($0) }
             if listenerReady { acceptClients() }
-            // Request lines left over their turn's quota: after every client that was ready.
-            for session in state.sessions.beginTurn() where !session.isClosing {
+            // Request lines left over their turn's quota, or held for their user's share of the loop: after every
+            // client that was ready.
+            for session in state.sessions.beginTurn() + state.sessions.takeReleased(now: monotonicNanoseconds())
+            where !session.isClosing {
                 requests.handlePendingLines(of: session)
                 state.sessions.queueFlush(session)
             }
@@ -196,6 +198,7 @@ final class BrokerLoop {
         if let due = persistence.nanosecondsUntilSaveDue(now: now) { wait = min(wait ?? .max, due) }
         if let due = state.launcher?.nanosecondsUntilDue(now: now) { wait = min(wait ?? .max, due) }
         if let due = state.claims?.nanosecondsUntilDue(now: now) { wait = min(wait ?? .max, due) }
+        if let held = state.sessions.heldUntil { wait = min(wait ?? .max, held > now ? held - now : 0) }
         if listenerPaused { wait = min(wait ?? .max, listenerPausedUntil > now ? listenerPausedUntil - now : 0) }
         guard let wait else { return -1 }
         return Int32(min(wait / 1_000_000 + 1, 60_000))

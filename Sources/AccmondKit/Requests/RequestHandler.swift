@@ -1,6 +1,7 @@
 import AccmonLogging
 import AccmonManifest
 import AccmonProtocol
+import AccmonSys
 
 /// Handles the clients' request lines: decodes each, does what it asks, and queues the reply.
 ///
@@ -25,8 +26,25 @@ final class RequestHandler {
     /// quota lasts; lines left over the quota wait for the next turn, lines left for want of room in the budget for
     /// the budget.
     func handlePendingLines(of session: Session) {
+        guard !session.unhandled.isEmpty, !session.isHeldForShare else { return }
+        // A user's requests take at most its share of the loop (root excepted): timed per batch.
+        let sharedUID = session.peer.map(\.uid).flatMap { $0 == 0 || !state.sessions.loopShare.isLimited ? nil : $0 }
+        var started: UInt64 = 0
+        if let uid = sharedUID {
+            started = monotonicNanoseconds()
+            if let until = state.sessions.loopShare.heldUntil(uid, now: started) {
+                state.sessions.holdForShare(session, until: until)
+                return
+            }
+        }
         var handled = 0
-        defer { session.unhandled.removeFirst(handled) }
+        defer {
+            session.unhandled.removeFirst(handled)
+            if let uid = sharedUID, handled > 0 {
+                let now = monotonicNanoseconds()
+                state.sessions.loopShare.charge(uid, nanoseconds: now - started, now: now)
+            }
+        }
         let quota = state.configuration.limits.requestsPerTurn
         let byteQuota = DaemonLimits.replyBytesPerTurn
         for item in session.unhandled {

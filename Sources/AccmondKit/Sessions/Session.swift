@@ -87,6 +87,8 @@ final class Session {
     @exclusivity(unchecked) var flushQueued = false
     /// Whether the session's request lines wait for the next turn (``SessionTable``'s list).
     var isDeferred = false
+    /// Whether the session's request lines wait for its user to be back within its share of the loop.
+    var isHeldForShare = false
     /// Whether the session waits for room in the output budget (``SessionTable``'s list).
     @exclusivity(unchecked) var waitsForBudget = false
     /// When the client last sent bytes or took some (monotonic nanoseconds).
