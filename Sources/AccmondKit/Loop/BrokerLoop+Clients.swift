@@ -22,7 +22,9 @@ extension BrokerLoop {
                 return
             }
             let peer = try? UnixSocket.peerCredentials(descriptor)  // try?: without them the client is nobody
-            let wait = peer.flatMap { $0.uid == 0 ? nil : connectionRate.connected($0.uid, now: monotonicNanoseconds()) }
+            let wait = peer.flatMap {
+                $0.uid == 0 ? nil : connectionRate.connected($0.uid, now: monotonicNanoseconds())  // root excepted
+            }
             defer {
                 if let wait { pauseListener(for: wait, resumesOnFree: false) }
             }
