@@ -13,7 +13,11 @@ builds) publishing it as host `bench`. The driver plugs and unplugs simulated ac
   subscriber reads them, pairs coalesced (a plug and its unplug that both waited in accmond while the bridge was
   suspended: the events topic skips them), messages lost (K minus the lines read and the coalesced pairs), the
   bridge's and accmond's CPU per event.
-  Floor: K lines through `mosquitto_pub -l -q 1` to `mosquitto_sub`.
+  Floor: the same burst through tools/mqtt_relay, the same hops with no work (it reads accmond's event lines and
+  publishes each as two QoS 1 messages, the retained topic and the events line, without parsing), on an accmond and
+  a mosquitto of its own (no bridge); bridge first in even repeats, relay first in odd ones. Beside it, K
+  lines through `mosquitto_pub -l -q 1` to `mosquitto_sub`, one message per line: compared counting messages (an
+  event is two) and counting events.
 - outage (once, --outage-seconds, 600 by default): mosquitto killed (SIGKILL); 50 accessories toggled at random,
   --outage-rate events/s, the whole time; the bridge's VmRSS every 10 s (flat: growth after the first sample at most
   5 %); then mosquitto restarted and the time until the retained topics equal accmond's truth.
@@ -66,8 +70,9 @@ def cpu_seconds(pid):
 class Rig:
     """mosquitto, accmond and the bridge in one work directory; receivers timed by stamp."""
 
-    def __init__(self, work):
+    def __init__(self, work, bridge=True):
         self.work = work
+        self.with_bridge = bridge
         self.port = free_port()
         self.processes = []
         try:
@@ -91,14 +96,18 @@ class Rig:
         with open(os.path.join(work, "mqtt.json"), "w") as config:
             json.dump({"broker": f"mqtt://127.0.0.1:{self.port}", "host": HOST, "socket": self.socket_path,
                        "machineIDFile": os.path.join(work, "machine-id")}, config)
-        self.bridge = self.spawn([f"{options.bin_dir}/accmon-mqtt", "--config", os.path.join(work, "mqtt.json"),
-                                  "--log-level", "info"], log="bridge")
-        self.wait_for_log("bridge", "mqtt: synchronized")
+        if self.with_bridge:
+            self.start_bridge()
         self.driver = socket.socket(socket.AF_UNIX)
         self.driver.connect(self.socket_path)
         self.buffer = b""
         self.next_id = 1
         self.request({"type": "hello", "versions": [1], "client": "bench-mqtt"})
+
+    def start_bridge(self):
+        self.bridge = self.spawn([f"{options.bin_dir}/accmon-mqtt", "--config", os.path.join(self.work, "mqtt.json"),
+                                  "--log-level", "info"], log="bridge")
+        self.wait_for_log("bridge", "mqtt: synchronized")
 
     def spawn(self, command, log=None, stdout=subprocess.DEVNULL, stdin=None):
         stderr = open(os.path.join(self.work, f"{log}.err"), "w") if log else subprocess.DEVNULL
@@ -248,17 +257,18 @@ def latency(rig, repeat):
     return percentiles(mqtt), percentiles(own), percentiles(floor)
 
 
-def sustained(rig, repeat):
+def burst(rig, repeat, tag, topic):
+    """K `simulate` requests back to back (connects, then disconnects), read on `topic`: events/s as its subscriber
+    reads them, and what was coalesced or lost."""
     count = options.sustained_events
-    rig.subscriber(f"accmon/{HOST}/events", "sustained", fmt="%p")
-    bridge_cpu, accmond_cpu = cpu_seconds(rig.bridge.pid), cpu_seconds(rig.accmond.pid)
+    rig.subscriber(topic, tag, fmt="%p")
     started = time.monotonic_ns()
     connections = []
     batch = 500
     for base in range(0, count // 2, batch):  # connects, in pipelined batches
         size = min(batch, count // 2 - base)
         for index in range(size):
-            rig.send(Rig.plug_message(f"S{repeat}-{base + index}"))
+            rig.send(Rig.plug_message(f"{tag}{repeat}-{base + index}"))
         connections += [rig.reply()["connectionID"] for _ in range(size)]
     for base in range(0, len(connections), batch):  # then the disconnects
         chunk = connections[base:base + batch]
@@ -267,25 +277,60 @@ def sustained(rig, repeat):
         for _ in chunk:
             rig.reply()
     deadline = time.time() + 120
-    while time.time() < deadline and len(rig.lines("sustained")) < count:
+    while time.time() < deadline and len(rig.lines(tag)) < count:
         time.sleep(0.1)
     time.sleep(1)
-    lines = rig.lines("sustained")
+    lines = rig.lines(tag)
     last = max((int(stamp) for stamp, _ in lines), default=started)
     events = len(lines)
-    # A plug and its unplug that both waited in the bridge's queue in accmond (the bridge fell behind and was
-    # suspended) cancel out: the events topic never carries them (docs/MQTT.md). Lost is what is missing otherwise.
+    # A plug and its unplug that both waited in the relay's queue in accmond (it fell behind and was suspended)
+    # cancel out: the events topic never carries them (docs/MQTT.md). Lost is what is missing otherwise.
     seen = set()
     for _, payload in lines:
         event = json.loads(payload)
         seen.add((event["type"], event["accessory"]["connectionID"]))
     coalesced = sum(1 for c in connections if ("connect", c) not in seen and ("disconnect", c) not in seen)
-    record = {"bench": "mqtt-sustained", "tool": "accmon-mqtt", "repeat": repeat, "events": count, "received": events,
-              "coalesced_pairs": coalesced, "lost": count - events - 2 * coalesced,
-              "events_per_s": round(events / ((last - started) / 1e9)),
-              "bridge_cpu_us_per_event": round((cpu_seconds(rig.bridge.pid) - bridge_cpu) / count * 1e6, 1),
-              "accmond_cpu_us_per_event": round((cpu_seconds(rig.accmond.pid) - accmond_cpu) / count * 1e6, 1)}
+    return {"events": count, "received": events, "coalesced_pairs": coalesced, "lost": count - events - 2 * coalesced,
+            "events_per_s": round(events / ((last - started) / 1e9))}
+
+
+def sustained(rig, repeat):
+    """The bridge's burst and the minimal relay's (tools/mqtt_relay: the same hops, no work), one after the other in
+    alternating order; the relay on an accmond and a broker of its own, without a bridge."""
+    count = options.sustained_events
+
+    def bridge_run():
+        bridge_cpu, accmond_cpu = cpu_seconds(rig.bridge.pid), cpu_seconds(rig.accmond.pid)
+        figures = burst(rig, repeat, "sustained", f"accmon/{HOST}/events")
+        figures.update({"bridge_cpu_us_per_event": round((cpu_seconds(rig.bridge.pid) - bridge_cpu) / count * 1e6, 1),
+                        "accmond_cpu_us_per_event": round((cpu_seconds(rig.accmond.pid) - accmond_cpu) / count * 1e6,
+                                                          1)})
+        return dict({"bench": "mqtt-sustained", "tool": "accmon-mqtt", "repeat": repeat}, **figures)
+
+    def relay_run():
+        work = tempfile.mkdtemp(prefix="accmon-bench-mqtt-relay-")
+        own = Rig(work, bridge=False)
+        try:
+            relay = own.spawn([os.path.join(options.tools_dir, "mqtt_relay"), own.socket_path, str(own.port)],
+                              stdout=subprocess.PIPE, log="relay")
+            if relay.stdout.readline().strip() != b"ready":
+                raise SystemExit("bench: mqtt_relay did not start")
+            relay_cpu, accmond_cpu = cpu_seconds(relay.pid), cpu_seconds(own.accmond.pid)
+            figures = burst(own, repeat, "relay-sustained", "bench/relay/events")
+            figures.update({"relay_cpu_us_per_event": round((cpu_seconds(relay.pid) - relay_cpu) / count * 1e6, 1),
+                            "accmond_cpu_us_per_event": round(
+                                (cpu_seconds(own.accmond.pid) - accmond_cpu) / count * 1e6, 1)})
+        finally:
+            own.close()
+            shutil.rmtree(work, ignore_errors=True)
+        return dict({"bench": "mqtt-sustained", "tool": "minimal-relay", "repeat": repeat}, **figures)
+
+    if repeat % 2 == 0:
+        record, relayed = bridge_run(), relay_run()
+    else:
+        relayed, record = relay_run(), bridge_run()
     emit(record)
+    emit(relayed)
 
     rig.subscriber("bench/floor-sustained", "floor-sustained", fmt="%p")
     publisher = subprocess.Popen(["mosquitto_pub", "-p", str(rig.port), "-t", "bench/floor-sustained", "-q", "1",
@@ -301,11 +346,12 @@ def sustained(rig, repeat):
         time.sleep(0.1)
     lines = rig.lines("floor-sustained")
     last = max((int(stamp) for stamp, _ in lines), default=started)
-    floor = {"bench": "mqtt-sustained", "tool": "mosquitto-pub-sub", "repeat": repeat, "events": count,
+    # One line, one message: its rate is in messages/s (the bridge sends two messages per event).
+    floor = {"bench": "mqtt-sustained", "tool": "mosquitto-pub-sub", "repeat": repeat, "messages": count,
              "received": len(lines), "lost": count - len(lines),
-             "events_per_s": round(len(lines) / ((last - started) / 1e9))}
+             "messages_per_s": round(len(lines) / ((last - started) / 1e9))}
     emit(floor)
-    return record, floor
+    return record, floor, relayed
 
 
 def outage(rig):
@@ -374,10 +420,23 @@ for key in ("p50_us", "p99_us"):
     summary[f"accmon_watch_{key}"] = own
     summary[f"ratio_{key}"] = round(bridge / floor, 2) if bridge and floor else None
 emit(summary)
-emit({"bench": "mqtt-sustained-summary", "tool": "accmon-mqtt", "baseline": "mosquitto-pub-sub",
-      "events_per_s": median([run[0]["events_per_s"] for run in throughputs]),
-      "baseline_events_per_s": median([run[1]["events_per_s"] for run in throughputs]),
+bridge_rate = median([run[0]["events_per_s"] for run in throughputs])
+relay_rate = median([run[2]["events_per_s"] for run in throughputs])
+floor_messages = median([run[1]["messages_per_s"] for run in throughputs])
+emit({"bench": "mqtt-sustained-summary", "tool": "accmon-mqtt", "baseline": "minimal-relay",
+      "events": options.sustained_events, "events_per_s": bridge_rate, "baseline_events_per_s": relay_rate,
+      "ratio": round(bridge_rate / relay_rate, 2) if relay_rate else None,
+      # mosquitto_pub -l -q 1 to mosquitto_sub: one message per line; an event is two messages.
+      "mosquitto_pub_sub_messages_per_s": floor_messages,
+      "ratio_to_mosquitto_pub_sub_counting_messages": round(2 * bridge_rate / floor_messages, 2) if floor_messages
+      else None,
+      "ratio_to_mosquitto_pub_sub_counting_events": round(bridge_rate / floor_messages, 2) if floor_messages else None,
+      "relay_ratio_to_mosquitto_pub_sub_counting_events": round(relay_rate / floor_messages, 2) if floor_messages
+      else None,
       "lost": max(run[0]["lost"] for run in throughputs),
       "coalesced_pairs": max(run[0]["coalesced_pairs"] for run in throughputs),
+      "relay_lost": max(run[2]["lost"] for run in throughputs),
+      "relay_coalesced_pairs": max(run[2]["coalesced_pairs"] for run in throughputs),
       "bridge_cpu_us_per_event": median([run[0]["bridge_cpu_us_per_event"] for run in throughputs]),
+      "relay_cpu_us_per_event": median([run[2]["relay_cpu_us_per_event"] for run in throughputs]),
       "accmond_cpu_us_per_event": median([run[0]["accmond_cpu_us_per_event"] for run in throughputs])})

@@ -12,6 +12,8 @@ public protocol NodeControl: AnyObject {
     func releaseAll() throws(NodeError) -> [ReleaseResult]
     /// The processes that have the node at `path` open: pid, uid, command.
     func openers(of path: String) throws(NodeError) -> [NodeOpener]
+    /// The openers of each of `paths`, in order; a node that cannot be looked at (gone, refused) has none.
+    func openers(ofEach paths: [String]) -> [[NodeOpener]]
     /// Cuts every open descriptor of the held node at `path` where Linux can, and says how, or why not.
     func cut(_ path: String) throws(NodeError) -> CutOutcome
     /// Marks the USB port `port` (`1-1.2`) as claimed: the shipped udev rule makes nodes that appear on it root-only
@@ -23,6 +25,13 @@ public protocol NodeControl: AnyObject {
     func unmarkPort(_ port: String) throws(NodeError) -> [String]
     /// The held nodes and the marked ports.
     func held() throws(NodeError) -> HeldState
+}
+
+extension NodeControl {
+    /// One ``openers(of:)`` per path.
+    public func openers(ofEach paths: [String]) -> [[NodeOpener]] {
+        paths.map { (try? openers(of: $0)) ?? [] }  // try?: a node that cannot be looked at has no opener to name
+    }
 }
 
 /// Why a node operation failed: `context: object: reason` (`hold: /dev/ttyUSB0: not a character device (a

@@ -125,4 +125,21 @@ extension NodeKeeper {
         defer { node.close() }
         return ProcessScan.openers(of: node.status)
     }
+
+    /// The openers of each of `paths`, in one pass over `/proc`; a node that cannot be opened has none.
+    public func openers(ofEach paths: [String]) -> [[NodeOpener]] {
+        var files: [FileStatus] = []
+        var indices: [Int?] = []
+        for path in paths {
+            guard let node = try? open(path, "openers") else {  // try?: a node gone or refused has none to name
+                indices.append(nil)
+                continue
+            }
+            indices.append(files.count)
+            files.append(node.status)
+            node.close()
+        }
+        let found = ProcessScan.openers(ofEach: files)
+        return indices.map { $0.map { found[$0] } ?? [] }
+    }
 }

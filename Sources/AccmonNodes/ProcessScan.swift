@@ -9,30 +9,44 @@ import Glibc
 /// processes that end during the scan. The caller itself is never listed (its `O_PATH` descriptor is on the file).
 enum ProcessScan {
     static func openers(of file: FileStatus) -> [NodeOpener] {
-        guard let proc = try? DirectoryDescriptor.open("/proc") else { return [] }  // try?: no /proc, no openers
+        openers(ofEach: [file])[0]
+    }
+
+    /// The openers of each of `files`, in one pass over `/proc` (a claim names the openers of all its nodes at
+    /// once: one scan, not one per node).
+    static func openers(ofEach files: [FileStatus]) -> [[NodeOpener]] {
+        var found = [[NodeOpener]](repeating: [], count: files.count)
+        guard !files.isEmpty, let proc = try? DirectoryDescriptor.open("/proc") else { return found }  // try?: none
         defer { proc.close() }
         let own = getpid()
         let pids = ((try? proc.names(limit: 1 << 22).names) ?? []).compactMap { Int32($0) }.filter { $0 != own }
-        return pids.sorted().compactMap { pid in
-            guard hasOpen(file, pid: pid) else { return nil }
-            guard let uid = realUID(of: pid) else { return nil }  // ended meanwhile
-            return NodeOpener(pid: pid, uid: uid, command: command(of: pid))
+        for pid in pids.sorted() {
+            let opened = filesOpen(of: files, pid: pid)
+            guard !opened.isEmpty, let uid = realUID(of: pid) else { continue }  // none, or ended meanwhile
+            let opener = NodeOpener(pid: pid, uid: uid, command: command(of: pid))
+            for index in opened { found[index].append(opener) }
         }
+        return found
     }
 
-    private static func hasOpen(_ file: FileStatus, pid: Int32) -> Bool {
-        guard let descriptors = try? DirectoryDescriptor.open("/proc/\(pid)/fd") else { return false }  // try?: skipped
+    /// The indices of the `files` that process `pid` has open.
+    private static func filesOpen(of files: [FileStatus], pid: Int32) -> Set<Int> {
+        guard let descriptors = try? DirectoryDescriptor.open("/proc/\(pid)/fd") else { return [] }  // try?: skipped
         defer { descriptors.close() }
-        guard let names = try? descriptors.names(limit: 1 << 20).names else { return false }  // try?: skipped
+        guard let names = try? descriptors.names(limit: 1 << 20).names else { return [] }  // try?: skipped
+        var opened: Set<Int> = []
         for name in names {
             guard let status = try? fileStatus(name, in: descriptors.descriptor, following: true) else { continue }
-            if file.kind == .characterDevice {
-                if status.kind == .characterDevice && status.deviceNumber == file.deviceNumber { return true }
-            } else if status.isSameFile(as: file) {
-                return true
+            for (index, file) in files.enumerated() where !opened.contains(index) {
+                if file.kind == .characterDevice {
+                    if status.kind == .characterDevice && status.deviceNumber == file.deviceNumber { opened.insert(index) }
+                } else if status.isSameFile(as: file) {
+                    opened.insert(index)
+                }
             }
+            if opened.count == files.count { break }
         }
-        return false
+        return opened
     }
 
     /// The real uid from `/proc/PID/status` (`Uid:` real, effective, saved, file-system).

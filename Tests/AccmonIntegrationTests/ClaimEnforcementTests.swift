@@ -90,13 +90,13 @@ import Testing
     }
 
     /// As with flock(1): once `accmon claim` has exited, every node is as it was (the release is answered once the
-    /// nodes are restored), not a moment later; an accessory of 300 nodes makes the restoring take long enough to
-    /// show it.
+    /// nodes are restored), not a moment later; an accessory of 100 nodes makes the restoring (a record
+    /// written per node) take long enough to show it.
     @Test func whenAccmonClaimExitsItsNodesAreAlreadyRestored() async throws {
         let nodes = try TemporaryDirectory()
         chmod(nodes.path, 0o755)
         let daemon = try await ClaimDaemon(arguments: ["--simulated-nodes", nodes.path])
-        let many = try (0..<300).map { try Node(in: nodes.path, name: "ttyMANY\($0)") }
+        let many = try (0..<100).map { try Node(in: nodes.path, name: "ttyMANY\($0)") }
         var accessory = ClaimDaemon.adapter("MANY")
         accessory.deviceNodes = many.map(\.path)
         let plugger = try await daemon.connect("plugger")
@@ -163,8 +163,15 @@ import Testing
         let nodes = try TemporaryDirectory()
         chmod(nodes.path, 0o755)
         let daemon = try await ClaimDaemon(arguments: ["--simulated-nodes", nodes.path])
-        let node = try Node(in: nodes.path, name: "ttyOPEN")
-        let board = try await daemon.plug("OPEN1", node: node.path)
+        // Three nodes, the middle one open: the openers of all are found in one look at the processes, each with
+        // its node.
+        let all = try ["ttyOPEN0", "ttyOPEN", "ttyOPEN2"].map { try Node(in: nodes.path, name: $0) }
+        let node = all[1]
+        var accessory = ClaimDaemon.adapter("OPEN1")
+        accessory.deviceNodes = all.map(\.path)
+        let plugger = try await daemon.connect("plugger")
+        defer { plugger.close() }
+        let board = try await plugger.simulateConnect(accessory)
         // Another user's process holds it open before the claim.
         let duration = "200.\(getpid())\(Int.random(in: 100_000..<1_000_000))"
         let keeper = try ChildProcess(
@@ -176,6 +183,7 @@ import Testing
         defer { connection.close() }
         let claim = try await connection.claim(.connections([board]))
         #expect(claim.info.openers.contains { $0.uid == 1 && $0.command == "sleep" }, "\(claim.info.openers)")
+        #expect(claim.info.openers.allSatisfy { $0.path == node.path }, "\(claim.info.openers)")
         keeper.kill()
         try await claim.release()
     }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Compiles the bench's C tools (bench/tools/*.c) into DIR: the uevent sender, the line stamper, the fan-out ends,
-# the minimal relay, the scale suite's fleet publisher and plain windowed subscriber, and the MQTT bridge's floor.
+# the minimal relay, the scale suite's fleet publisher and plain windowed subscriber, and the MQTT bridge's floors
+# (mqtt_pairs: the broker alone; mqtt_relay: every hop of the bridge, none of its work).
 # Used by run.sh and ab.sh.
 #
 #   bench/tools/build.sh DIR
@@ -17,3 +18,4 @@ cc -O2 -Wall -o "$out/clockstamp" "$here/clockstamp.c"
 cc -O2 -Wall -o "$out/fleet_publish" "$here/fleet_publish.c" -lmosquitto
 cc -O2 -Wall -o "$out/fleet_baseline" "$here/fleet_baseline.c" -lmosquitto
 cc -O2 -Wall -o "$out/mqtt_pairs" "$here/mqtt_pairs.c" -lmosquitto
+cc -O2 -Wall -o "$out/mqtt_relay" "$here/mqtt_relay.c" -lmosquitto

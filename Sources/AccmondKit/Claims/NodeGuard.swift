@@ -31,6 +31,8 @@ protocol NodeOperations {
     func release(_ path: String) -> NodeStep
     /// The processes that have the node open.
     func openers(of path: String) -> [NodeOpener]
+    /// The processes that have each node open, in order (one look at the processes for all).
+    func openers(ofEach paths: [String]) -> [[NodeOpener]]
     /// Cuts the descriptors open on the node where Linux can; says what was done, or why not.
     func cut(_ path: String) -> NodeStep
     /// Marks a USB port path as claimed (or not): a node udev creates under a marked port is root's alone until the
@@ -138,7 +140,7 @@ final class NodeGuard: Sendable {
     /// Does the batches submitted before now, on the calling thread: at start-up, before the loop serves, so that
     /// claims restored from the state file are enforced again first. Returns their results.
     func runNow(_ operations: [(NodeOperation, simulated: Bool)]) -> [NodeResult] {
-        operations.map { perform($0.0, simulated: $0.simulated) }
+        perform(operations)
     }
 
     private func run() {
@@ -152,10 +154,35 @@ final class NodeGuard: Sendable {
             guard !batches.isEmpty else { continue }
             results.post(
                 batches.map { batch in
-                    BatchResult(
-                        number: batch.number, results: batch.operations.map { perform($0.0, simulated: $0.simulated) })
+                    BatchResult(number: batch.number, results: perform(batch.operations))
                 })
         }
+    }
+
+    /// Performs `operations` in order; a run of `openers` of nodes on the same side (simulated or not) is one look
+    /// at the processes.
+    private func perform(_ operations: [(NodeOperation, simulated: Bool)]) -> [NodeResult] {
+        var results: [NodeResult] = []
+        var index = operations.startIndex
+        while index < operations.endIndex {
+            let simulated = operations[index].simulated
+            var paths: [String] = []
+            while index + paths.count < operations.endIndex, operations[index + paths.count].simulated == simulated,
+                case .openers(let path) = operations[index + paths.count].0
+            {
+                paths.append(path)
+            }
+            guard paths.count > 1, case .success(let found) = router.route(.node(paths[0], simulated: simulated)) else {
+                results.append(perform(operations[index].0, simulated: simulated))
+                index += 1
+                continue
+            }
+            for (path, openers) in zip(paths, found.openers(ofEach: paths)) {
+                results.append(NodeResult(operation: .openers(path), step: .done, openers: openers))
+            }
+            index += paths.count
+        }
+        return results
     }
 
     private func perform(_ operation: NodeOperation, simulated: Bool) -> NodeResult {

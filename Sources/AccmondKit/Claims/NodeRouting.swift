@@ -96,6 +96,12 @@ struct ControlOperations: NodeOperations, @unchecked Sendable {
         }
     }
 
+    func openers(ofEach paths: [String]) -> [[AccmonProtocol.NodeOpener]] {
+        zip(paths, control.openers(ofEach: paths)).map { path, openers in
+            openers.map { AccmonProtocol.NodeOpener(path: path, pid: $0.pid, uid: $0.uid, command: $0.command) }
+        }
+    }
+
     func cut(_ path: String) -> NodeStep {
         // Only what is open is cut: re-authorizing a USB device re-enumerates it, not worth it for nothing.
         guard !openers(of: path).isEmpty else { return .skipped("nothing has it open") }
