@@ -63,6 +63,26 @@ struct HostileClientTests {
         #expect(full.connectedAccessories == 2 && full.manifest != nil && full.unlistedClients == nil)
     }
 
+    /// A user opening and closing connections as fast as it can gets its burst and then its rate (§10), however fast
+    /// it tries; root is not held to it, and the user's connections keep being served, only later.
+    @Test func aUsersConnectionsPastItsRateWait() async throws {
+        let daemon = try await Accmond.start(arguments: [
+            "--max-connect-rate-per-user", "100", "--max-connections-per-user", "10",
+        ])
+        daemon.openToEveryone()
+        let root = try await HostileClient.run(
+            daemon.socketPath, ["churn", "1"], asNobody: false, in: daemon.directory)
+        let started = ContinuousClock.now
+        let nobody = try await HostileClient.run(daemon.socketPath, ["churn", "1"], in: daemon.directory)
+        let elapsed = ContinuousClock.now - started
+        // The burst of 10, then at most one per 10 ms for as long as it ran (its start-up included), give or take one,
+        // and those that connect() saw complete in the listening socket's backlog (128, accmond's listen(2)).
+        let allowed = 10 + Int(elapsed / .milliseconds(10)) + 1 + 129
+        #expect(nobody.int("connections") > 10 && nobody.int("connections") <= allowed, "\(nobody.result), \(elapsed)")
+        #expect(nobody.int("failed") == 0, "\(nobody.result)")
+        #expect(root.int("connections") > 2 * allowed, "root: \(root.result); nobody: \(nobody.result)")
+    }
+
     /// Clients that pipeline requests and never read are held to the output budget together, are never closed, and
     /// a client that reads gets every event, in order.
     @Test func clientsThatNeverReadHoldNoMoreThanTheOutputBudget() async throws {
