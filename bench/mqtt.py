@@ -61,6 +61,11 @@ def percentiles(values):
     return {"p50_us": pick(0.50), "p95_us": pick(0.95), "p99_us": pick(0.99)}
 
 
+def peak_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        return next((int(line.split()[1]) for line in status if line.startswith("VmHWM:")), 0)
+
+
 def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
@@ -302,7 +307,8 @@ def sustained(rig, repeat):
     def bridge_run():
         bridge_cpu, accmond_cpu = cpu_seconds(rig.bridge.pid), cpu_seconds(rig.accmond.pid)
         figures = burst(rig, repeat, "sustained", f"accmon/{HOST}/events")
-        figures.update({"bridge_cpu_us_per_event": round((cpu_seconds(rig.bridge.pid) - bridge_cpu) / count * 1e6, 1),
+        figures.update({"bridge_peak_rss_kib": peak_rss_kib(rig.bridge.pid),
+                        "bridge_cpu_us_per_event": round((cpu_seconds(rig.bridge.pid) - bridge_cpu) / count * 1e6, 1),
                         "accmond_cpu_us_per_event": round((cpu_seconds(rig.accmond.pid) - accmond_cpu) / count * 1e6,
                                                           1)})
         return dict({"bench": "mqtt-sustained", "tool": "accmon-mqtt", "repeat": repeat}, **figures)
@@ -438,5 +444,6 @@ emit({"bench": "mqtt-sustained-summary", "tool": "accmon-mqtt", "baseline": "min
       "relay_lost": max(run[2]["lost"] for run in throughputs),
       "relay_coalesced_pairs": max(run[2]["coalesced_pairs"] for run in throughputs),
       "bridge_cpu_us_per_event": median([run[0]["bridge_cpu_us_per_event"] for run in throughputs]),
+      "bridge_peak_rss_kib": max(run[0]["bridge_peak_rss_kib"] for run in throughputs),
       "relay_cpu_us_per_event": median([run[2]["relay_cpu_us_per_event"] for run in throughputs]),
       "accmond_cpu_us_per_event": median([run[0]["accmond_cpu_us_per_event"] for run in throughputs])})

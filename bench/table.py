@@ -125,8 +125,9 @@ def rows(records):
     r = find(records, "mqtt-sustained-summary")
     if r and "baseline_events_per_s" in r and "mosquitto_pub_sub_messages_per_s" in r:
         add(f"MQTT sustained, {n(r.get('events'))}-event burst: events/s; lost; pairs coalesced (the bridge "
-            "suspended) (mqtt)",
-            f"{n(r['events_per_s'])}; {r['lost']}; {r['coalesced_pairs']}",
+            "suspended); peak RSS (mqtt)",
+            f"{n(r['events_per_s'])}; {r['lost']}; {r['coalesced_pairs']}; bridge peak RSS "
+            f"{n(r.get('bridge_peak_rss_kib'))} KiB",
             f"minimal relay (same hops, no work) {n(r['baseline_events_per_s'])}; {r['relay_lost']}; "
             f"{r['relay_coalesced_pairs']}", ratio(r["ratio"]), "0 lost, 0 coalesced",
             met(r["lost"] == 0 and r["coalesced_pairs"] == 0))

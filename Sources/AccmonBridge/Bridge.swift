@@ -43,8 +43,9 @@ public struct BridgeIdentity: Sendable, Hashable {
 /// acknowledgements to accmond. While the broker is not ready, accmond is asked to suspend the session, so it queues
 /// and coalesces the events; the bridge also stops reading accmond when too much is in flight.
 public final class Bridge {
-    /// Events received and not yet confirmed by the broker above which the bridge stops reading accmond.
-    static let maximumBacklog = 4096
+    /// Events received and not yet confirmed by the broker above which the bridge stops reading accmond: room for a
+    /// burst of 20,000 events without being suspended (docs/MQTT.md §9).
+    static let maximumBacklog = 16384
 
     private let configuration: BridgeConfiguration
     private let logger: Logger
