@@ -21,16 +21,19 @@ Phases (the attack, repeated until the phase ends unless it holds its connection
   fd-limit    accmond under `prlimit --nofile=FD` and `--max-connections-per-user 1024`, so that one user can reach
               the descriptor limit: `open 400 --hold` (more connections than descriptors), then `churn` beside it
   all         as fd-limit: `all` (every misbehaviour at once) by nobody, and `open 300 --hold` by the user daemon
-Per phase, one JSON line: the healthy client's p50/p95/p99/max and the ratios of p50 and p99 to the unattacked
-phase's (target p99 <= 2x), events lost (not received within 10 s) and out of order; accmond's peak RSS (VmHWM),
+Per phase and round, one JSON line: the healthy client's p50/p95/p99/max, the ratios of p50 and p99 to the
+unattacked phase's and of p99 to the cpu-hog control's of the same round (target: at most 2x the control, 4x for
+"all"), events lost (not received within 10 s) and out of order; accmond's peak RSS (VmHWM),
 its CPU per second, the bytes per minute it logged (stderr, info level), the state directory's bytes written per
 event (/proc/PID/io write_bytes; all of the daemon's writes to storage are its state files), the state file's size
 and the rewrites seen (its inode sampled every 10 ms); and what the attackers reported.
 
 Attackers that run for a time are given the phase's length less a second, so that they report before it ends.
-A build whose accmond lacks the limits of issue 21 runs only the unattacked and cpu-hog phases.
+A build whose accmond lacks the limits of issue 21 runs only the unattacked and cpu-hog phases. Each round runs
+every phase once, in order; then one `hostile-summary` line per phase gives the medians over the rounds.
 
 Usage: hostile.py BIN_DIR [--attack-seconds 20] [--interval-ms 5] [--phases unattacked,status,...] [--fd-limit 256]
+                  [--rounds 3]
 """
 import argparse, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
@@ -55,6 +58,7 @@ parser.add_argument("--preserved", type=int, default=16, help="root's preserved 
 parser.add_argument("--present", type=int, default=10, help="accessories connected before each phase")
 parser.add_argument("--client-script", default=os.path.join(os.path.dirname(HERE), "Tests", "tools",
                                                             "hostile_client.py"))
+parser.add_argument("--rounds", type=int, default=3, help="every phase once per round; summaries are medians")
 parser.add_argument("--keep", action="store_true", help="keep each phase's work directory (accmond's log)")
 options = parser.parse_args()
 
@@ -349,20 +353,55 @@ def run_phase(phase, script):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def target_of(phase):
+    """The healthy p99's target, a multiple of the cpu-hog control's p99 in the same round (issue 30)."""
+    return None if phase in ("unattacked", "cpu-hog") else (4.0 if phase == "all" else 2.0)
+
+
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    return values[len(values) // 2] if len(values) % 2 else (
+        (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2 if values else None)
+
+
 LIMITS = "--max-connections-per-user" in accmond_help(options.bin_dir)
 phases = [phase for phase in options.phases.split(",") if LIMITS or phase not in NEEDS_LIMITS]
-if "unattacked" not in phases:
-    phases.insert(0, "unattacked")
-unattacked = None
+for reference in ("cpu-hog", "unattacked"):  # the references first, in every round
+    if reference in phases:
+        phases.remove(reference)
+    phases.insert(0, reference)
+records = []
+for round_number in range(1, options.rounds + 1):
+    unattacked = control = None
+    for phase in phases:
+        print(f"hostile: round {round_number}: {phase}", file=sys.stderr)
+        record = run_phase(phase, options.client_script)
+        record["round"] = round_number
+        if phase == "unattacked":
+            unattacked = record
+        if phase == "cpu-hog":
+            control = record
+        for key in ("p50_us", "p99_us"):
+            if record[key] and unattacked and unattacked[key]:
+                record[f"ratio_{key[:3]}"] = round(record[key] / unattacked[key], 3)
+        if record["p99_us"] and control and control["p99_us"]:
+            record["ratio_p99_control"] = round(record["p99_us"] / control["p99_us"], 3)
+        record["target_ratio_p99_control"] = target_of(phase)
+        record["meets_target"] = None if target_of(phase) is None else bool(
+            record.get("ratio_p99_control") is not None and record["ratio_p99_control"] <= target_of(phase)
+            and record["lost"] == 0 and record["out_of_order"] == 0)
+        emit(record)
+        records.append(record)
 for phase in phases:
-    print(f"hostile: {phase}", file=sys.stderr)
-    record = run_phase(phase, options.client_script)
-    if phase == "unattacked":
-        unattacked = record
-    for key in ("p50_us", "p99_us"):
-        if record[key] and unattacked and unattacked[key]:
-            record[f"ratio_{key[:3]}"] = round(record[key] / unattacked[key], 3)
-    record["target_ratio_p99"] = 2.0
-    record["meets_target"] = bool(record.get("ratio_p99") is not None and record["ratio_p99"] <= 2.0
-                                  and record["lost"] == 0 and record["out_of_order"] == 0)
-    emit(record)
+    rounds = [r for r in records if r["phase"] == phase]
+    summary = {"bench": "hostile-summary", "tool": "accmond", "phase": phase, "rounds": len(rounds),
+               "lost": sum(r["lost"] for r in rounds), "out_of_order": sum(r["out_of_order"] for r in rounds),
+               "rss_peak_kib": max(r["rss_peak_kib"] for r in rounds),
+               "target_ratio_p99_control": target_of(phase)}
+    for key in ("p50_us", "p99_us", "ratio_p50", "ratio_p99", "ratio_p99_control", "cpu_per_second",
+                "log_bytes_per_minute", "state_bytes_per_event"):
+        summary[key] = median(r.get(key) for r in rounds)
+    summary["meets_target"] = None if target_of(phase) is None else bool(
+        summary["ratio_p99_control"] is not None and summary["ratio_p99_control"] <= target_of(phase)
+        and summary["lost"] == 0 and summary["out_of_order"] == 0)
+    emit(summary)

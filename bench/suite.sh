@@ -59,7 +59,8 @@ run() {
                   --outage-seconds "${BENCH_MQTT_OUTAGE:-600}" ;;
         scale) /usr/bin/python3 "$here/scale.py" "$bin" "$tools" --repeats "$repeats" \
                    --hosts "${BENCH_SCALE_HOSTS:-500}" --accessories "${BENCH_SCALE_ACCESSORIES:-100}" ;;
-        hostile) /usr/bin/python3 "$here/hostile.py" "$bin" --attack-seconds "${BENCH_HOSTILE_SECONDS:-20}" ;;
+        hostile) /usr/bin/python3 "$here/hostile.py" "$bin" --attack-seconds "${BENCH_HOSTILE_SECONDS:-20}" \
+                     --rounds "$repeats" ;;
         history) /usr/bin/python3 "$here/history.py" "$bin" --rounds "$(( repeats > 5 ? repeats : 5 ))" ;;
         claims) /usr/bin/python3 "$here/claims.py" "$bin" "$tools" --repeats "$repeats" --source "$source" ;;
         dashboard) /usr/bin/python3 "$here/dashboard.py" "$bin" --source "$source/clients/dashboard/src" \

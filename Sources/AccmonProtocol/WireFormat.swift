@@ -44,6 +44,15 @@ public struct LineFramer: Sendable {
     /// Appends received bytes, and the items now complete to `items`: a reader that queues its lines gives its queue,
     /// and no array is made per read.
     public mutating func append(_ bytes: some Collection<UInt8>, to items: inout [Item]) {
+        append(bytes, toSink: &items)
+    }
+
+    /// Appends received bytes, and the lines now complete to `queue` (their bytes in one buffer).
+    public mutating func append(_ bytes: some Collection<UInt8>, to queue: inout LineQueue) {
+        append(bytes, toSink: &queue)
+    }
+
+    private mutating func append(_ bytes: some Collection<UInt8>, toSink items: inout some LineSink) {
         // Framing runs on every byte received: scan contiguous memory (an array slice from a read buffer, in practice)
         // rather than through the generic collection, which is not specialized across modules and costs as much as
         // decoding the JSON.
@@ -52,7 +61,7 @@ public struct LineFramer: Sendable {
         }
     }
 
-    private mutating func append(contiguous bytes: UnsafeBufferPointer<UInt8>, to items: inout [Item]) {
+    private mutating func append(contiguous bytes: UnsafeBufferPointer<UInt8>, to items: inout some LineSink) {
         var start = 0
         while start != bytes.count {
             let newline = ByteScan.firstIndex(of: 0x0A, in: bytes, from: start)
@@ -61,14 +70,14 @@ public struct LineFramer: Sendable {
                 if newline != nil { discarding = false }
             } else if pending.count + chunk.count > limit {
                 pending.removeAll(keepingCapacity: false)
-                items.append(.overlong)
+                items.appendOverlong()
                 discarding = newline == nil
             } else if newline != nil && pending.isEmpty {
-                items.append(.line(Array(chunk)))  // the usual case, a whole line in one read: copied once
+                items.appendLine(chunk)  // the usual case, a whole line in one read: copied once
             } else {
                 pending.append(contentsOf: chunk)
                 if newline != nil {
-                    items.append(.line(pending))
+                    pending.withUnsafeBufferPointer { items.appendLine($0) }
                     pending = []
                 }
             }
@@ -79,4 +88,15 @@ public struct LineFramer: Sendable {
 
     /// Bytes buffered for a line not yet complete.
     public var bufferedCount: Int { pending.count }
+}
+
+/// Where ``LineFramer`` puts the items it completes.
+protocol LineSink {
+    mutating func appendLine(_ line: UnsafeBufferPointer<UInt8>)
+    mutating func appendOverlong()
+}
+
+extension Array: LineSink where Element == LineFramer.Item {
+    mutating func appendLine(_ line: UnsafeBufferPointer<UInt8>) { append(.line([UInt8](line))) }
+    mutating func appendOverlong() { append(.overlong) }
 }

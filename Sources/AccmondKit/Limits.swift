@@ -5,6 +5,10 @@ public struct DaemonLimits: Sendable, Equatable {
     public var connections = 1024
     /// Client connections of one user (root excepted) open at once; past it, as for ``connections``.
     public var connectionsPerUser = 64
+    /// Connections one user (root excepted) may make per second, after a burst of ``connectionsPerUser``; past it
+    /// its further connections wait in the listening socket's backlog (the loop stops accepting for the time that
+    /// takes). Refused connections count. 0: no limit.
+    public var connectsPerUserPerSecond = 1000
     /// Bytes buffered for one client. An event that does not fit suspends the client (its events are queued and
     /// coalesced until it reads), and its requests wait until there is room for their replies.
     public var clientOutputBytes = 256 << 10
@@ -15,6 +19,13 @@ public struct DaemonLimits: Sendable, Equatable {
     /// Request lines handled for one client in one turn of the loop; the rest wait for the next turn, after every
     /// other client's.
     public var requestsPerTurn = 32
+    /// The fraction of the loop's time the requests of one user (root excepted) may take, after a burst of 100 ms
+    /// ahead of it; past it that user's request lines wait until it is back within its share. 0: no limit.
+    public var loopSharePerUser = 0.25
+    /// Bytes of replies one client's requests may queue in one turn of the loop: past them its further request lines
+    /// wait for the next turn, as past ``requestsPerTurn``. Encoding a reply costs the loop about in proportion to
+    /// its size, so a flood of large replies (`list`, `status`, `history`) takes as short a turn as one of small ones.
+    public static let replyBytesPerTurn = 16 << 10
     /// Sessions kept for restore ids of gone clients, in all; past it the oldest of the user who keeps the most is
     /// dropped.
     public var preservedSessions = 1024

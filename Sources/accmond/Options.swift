@@ -46,6 +46,12 @@ let usage = """
     output limit is suspended: its events are queued and coalesced until it reads, and its requests wait):
       --max-connections N           client connections open at once (default \(limits.connections))
       --max-connections-per-user N  connections of one user, root excepted (default \(limits.connectionsPerUser))
+      --max-connect-rate-per-user N connections of one user per second, root excepted, after a burst of
+                                    --max-connections-per-user; past it the user's connections wait (default \
+    \(limits.connectsPerUserPerSecond); 0: no limit)
+      --max-loop-share-per-user PCT the share of the daemon's loop one user's requests may take, root excepted,
+                                    in per cent; past it the user's requests wait (default \
+    \(Int(limits.loopSharePerUser * 100)); 0: no limit)
       --max-client-buffer BYTES     bytes buffered for one client (default \(limits.clientOutputBytes); at least 4096)
       --max-output-bytes BYTES      bytes buffered for all clients together; past it the clients holding the most
                                     are suspended first (default \(limits.totalOutputBytes); at least 65536)
@@ -94,6 +100,10 @@ func parseInvocation(_ arguments: [String]) throws(UsageError) -> Invocation {
         case "--max-connections": configuration.limits.connections = try cursor.integer(for: argument, in: 1...Int.max)
         case "--max-connections-per-user":
             configuration.limits.connectionsPerUser = try cursor.integer(for: argument, in: 1...Int.max)
+        case "--max-connect-rate-per-user":
+            configuration.limits.connectsPerUserPerSecond = try cursor.integer(for: argument, in: 0...Int.max)
+        case "--max-loop-share-per-user":
+            configuration.limits.loopSharePerUser = Double(try cursor.integer(for: argument, in: 0...100)) / 100
         case "--max-client-buffer":
             configuration.limits.clientOutputBytes = try cursor.integer(for: argument, in: 4096...Int.max)
         case "--max-output-bytes":

@@ -83,7 +83,10 @@ struct CLITests {
 
     @Test func accmondUsageErrorsExit64() async throws {
         let directory = try TemporaryDirectory()
-        for arguments in [["--bogus"], ["--log-level", "loud"], ["--max-client-buffer", "12"], ["--socket"]] {
+        for arguments in [
+            ["--bogus"], ["--log-level", "loud"], ["--max-client-buffer", "12"], ["--socket"],
+            ["--max-loop-share-per-user", "101"], ["--max-connect-rate-per-user", "-1"],
+        ] {
             let result = try await run(try Binaries.accmond, arguments, in: directory)
             #expect(result.termination == .exited(64), "accmond \(arguments): \(result)")
             #expect(result.stderr.hasPrefix("Error: "), "accmond \(arguments): \(result)")

@@ -124,3 +124,38 @@ private func randomStream(limit: Int, using random: inout SplitMix64) -> [UInt8]
         #expect(whole == expected, "round \(round)")
     }
 }
+
+/// The daemon's queue of unhandled lines holds what the array would, in order, taken a few at a time.
+@Test func aLineQueueYieldsWhatAnArrayOfItemsWould() {
+    var generator = SplitMix64(seed: 21)
+    for _ in 0..<200 {
+        var framer = LineFramer(limit: 12)
+        var twin = LineFramer(limit: 12)
+        var queue = LineQueue()
+        var items: [LineFramer.Item] = []
+        for _ in 0..<Int.random(in: 1...8, using: &generator) {
+            let chunk = (0..<Int.random(in: 0...40, using: &generator)).map { _ in
+                UInt8.random(in: 0...3, using: &generator) == 0 ? 0x0A : UInt8(ascii: "a")
+            }
+            framer.append(chunk, to: &queue)
+            twin.append(chunk, to: &items)
+            #expect(Array(queue) == items)
+            let taken = Int.random(in: 0...items.count, using: &generator)
+            queue.removeFirst(taken)
+            items.removeFirst(taken)
+            #expect(Array(queue) == items && queue.count == items.count && queue.isEmpty == items.isEmpty)
+        }
+        queue.removeFirst(queue.count)
+        #expect(queue.isEmpty && queue.byteCount == 0)
+    }
+}
+
+/// 3,000 pipelined `status` lines of 18 bytes are held in one buffer of their bytes.
+@Test func aLineQueueHoldsPipelinedLinesInTheirBytes() {
+    var framer = LineFramer()
+    var queue = LineQueue()
+    framer.append(Array(repeating: Array(#"{"type":"status"}"#.utf8) + [0x0A], count: 3000).joined(), to: &queue)
+    #expect(queue.count == 3000)
+    #expect(queue.byteCount == 3000 * 17)
+    #expect(queue.first { _ in true } == line(#"{"type":"status"}"#))
+}

@@ -6,7 +6,7 @@ import AccmonSys
 extension BrokerLoop {
     /// Accepts pending connections, at most ``acceptsPerTurn`` (a flood of connections must not starve the clients
     /// already served; the rest wait in the backlog for the next turn); refuses (with `too-many-connections`) those
-    /// over a connection limit.
+    /// over a connection limit. A user over its connection rate stops the accepting until it is back within it.
     func acceptClients() {
         guard let listener, !listenerPaused else { return }
         for _ in 0..<Self.acceptsPerTurn {
@@ -22,8 +22,15 @@ extension BrokerLoop {
                 return
             }
             let peer = try? UnixSocket.peerCredentials(descriptor)  // try?: without them the client is nobody
+            let wait = peer.flatMap {
+                $0.uid == 0 ? nil : connectionRate.connected($0.uid, now: monotonicNanoseconds())  // root excepted
+            }
+            defer {
+                if let wait { pauseListener(for: wait, resumesOnFree: false) }
+            }
             if let refusal = connectionLimitReached(by: peer) {
                 refuse(descriptor, refusal)
+                if wait != nil { return }
                 continue
             }
             let number = state.sessions.takeNumber()
@@ -42,6 +49,7 @@ extension BrokerLoop {
             // Its user's name, looked up off the loop before a claim of it names its holder.
             if let uid = peer?.uid { state.claims?.names.warm(uid) }
             logger.debug(.clientConnected, "client connected", session.metadata)
+            if wait != nil { return }
         }
     }
 
@@ -61,8 +69,12 @@ extension BrokerLoop {
 
     /// Tells a client why it is refused, then closes its connection.
     private func refuse(_ descriptor: FileDescriptor, _ reason: String) {
-        let error = ProtocolError(.tooManyConnections, "connect: accmond: \(reason)")
-        descriptor.sendOnce(state.codec.encode(.error(id: nil, error)))
+        if refusalLines[reason] == nil {
+            if refusalLines.count >= 64 { refusalLines.removeAll() }  // reasons name uids: keep a few
+            let error = ProtocolError(.tooManyConnections, "connect: accmond: \(reason)")
+            refusalLines[reason] = state.codec.encode(.error(id: nil, error))
+        }
+        descriptor.sendOnce(refusalLines[reason] ?? [])
         descriptor.close()
         logThrottled("refused", .limitReached, "client refused: \(reason)")
     }

@@ -25,8 +25,9 @@ final class BrokerLoop {
     /// How long shutdown waits for clients to take the `shutdown` line.
     private static let shutdownGraceNanoseconds: UInt64 = 2_000_000_000
     static let readChunk = 65_536
-    /// Connections accepted in one turn at most.
-    static let acceptsPerTurn = 64
+    /// Connections accepted in one turn at most: the rest wait in the backlog for the next turn, after the
+    /// connected clients' requests.
+    static let acceptsPerTurn = 16
 
     let state: BrokerState
     let requests: RequestHandler
@@ -43,10 +44,16 @@ final class BrokerLoop {
     var logger: Logger { state.logger }
     /// A descriptor kept open to be closed when `accept` runs out of them, so that the waiting client can be told.
     var spareDescriptor: FileDescriptor?
-    /// Whether the listener is out of the epoll set (out of descriptors with no spare), and until when at most.
+    /// Whether the listener is out of the epoll set (out of descriptors with no spare, or a user over its
+    /// connection rate), until when at most, and whether a freed descriptor ends the pause.
     var listenerPaused = false
     private var listenerPausedUntil: UInt64 = 0
+    private var listenerResumesOnFree = false
     var logThrottle = LogThrottle()
+    /// Each user's connection rate (``DaemonLimits/connectsPerUserPerSecond``).
+    var connectionRate: ConnectionRate
+    /// The `too-many-connections` lines sent to refused clients, by reason: a flood of refusals encodes each once.
+    var refusalLines: [String: [UInt8]] = [:]
 
     init(
         configuration: DaemonConfiguration, store: StateStore?, listener: FileDescriptor, sink: EventSink,
@@ -58,6 +65,8 @@ final class BrokerLoop {
         self.sink = sink
         self.loopDrivenSources = loopDrivenSources
         self.stopFlag = stopFlag
+        connectionRate = ConnectionRate(
+            perSecond: configuration.limits.connectsPerUserPerSecond, burst: configuration.limits.connectionsPerUser)
         state = BrokerState(
             configuration: configuration, simulated: simulated,
             history: try History(
@@ -141,9 +150,10 @@ final class BrokerLoop {
                 logger.error(.transportFailure, "epoll_wait: \(error)")
                 continue
             }
+            var listenerReady = false
             for readiness in ready {
                 switch readiness.token {
-                case Self.listenerToken: acceptClients()
+                case Self.listenerToken: listenerReady = true
                 case Self.wakeupToken: sink.wakeup.drain()
                 case Self.signalToken: receiveSignals()
                 case Self.firstSourceToken..<SessionTable.firstNumber:
@@ -151,8 +161,15 @@ final class BrokerLoop {
                 default: serve(readiness)
                 }
             }
-            // Request lines left over their turn's quota: after every client that was ready.
-            for session in state.sessions.beginTurn() where !session.isClosing {
+            // The connected clients first: what their requests and the sources made goes out before the turn takes
+            // new connections or the request lines left over earlier turns' quotas.
+            publisher.publishWaiting()
+            state.sessions.flushPending { flush($0) }
+            if listenerReady { acceptClients() }
+            // Request lines left over their turn's quota, or held for their user's share of the loop: after every
+            // client that was ready.
+            for session in state.sessions.beginTurn() + state.sessions.takeReleased(now: monotonicNanoseconds())
+            where !session.isClosing {
                 requests.handlePendingLines(of: session)
                 state.sessions.queueFlush(session)
             }
@@ -181,6 +198,7 @@ final class BrokerLoop {
         if let due = persistence.nanosecondsUntilSaveDue(now: now) { wait = min(wait ?? .max, due) }
         if let due = state.launcher?.nanosecondsUntilDue(now: now) { wait = min(wait ?? .max, due) }
         if let due = state.claims?.nanosecondsUntilDue(now: now) { wait = min(wait ?? .max, due) }
+        if let held = state.sessions.heldUntil { wait = min(wait ?? .max, held > now ? held - now : 0) }
         if listenerPaused { wait = min(wait ?? .max, listenerPausedUntil > now ? listenerPausedUntil - now : 0) }
         guard let wait else { return -1 }
         return Int32(min(wait / 1_000_000 + 1, 60_000))
@@ -192,14 +210,24 @@ final class BrokerLoop {
         state.sessions.flushPending { flush($0) }
         let freed = state.sessions.hasClosedSessions
         state.sessions.removeClosed { release($0) }
-        if listenerPaused && (freed || monotonicNanoseconds() >= listenerPausedUntil) { resumeListener() }
+        if listenerPaused && ((freed && listenerResumesOnFree) || monotonicNanoseconds() >= listenerPausedUntil) {
+            resumeListener()
+        }
     }
 
-    /// Stops watching the listener for a second at most (out of descriptors, no spare to tell clients with).
-    func pauseListener() {
-        guard let listener, !listenerPaused else { return }
+    /// Stops watching the listener for `nanoseconds` at most: out of descriptors with no spare to tell clients with
+    /// (`resumesOnFree`: until a session closes), or a user over its connection rate.
+    func pauseListener(for nanoseconds: UInt64 = 1_000_000_000, resumesOnFree: Bool = true) {
+        guard let listener else { return }
+        let until = monotonicNanoseconds() + nanoseconds
+        if listenerPaused {
+            listenerPausedUntil = max(listenerPausedUntil, until)
+            listenerResumesOnFree = listenerResumesOnFree && resumesOnFree
+            return
+        }
         listenerPaused = true
-        listenerPausedUntil = monotonicNanoseconds() + 1_000_000_000
+        listenerPausedUntil = until
+        listenerResumesOnFree = resumesOnFree
         try? poller.modify(listener, interest: [], token: Self.listenerToken)  // try?: then it stays watched
     }
 

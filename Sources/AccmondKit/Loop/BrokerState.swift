@@ -30,7 +30,9 @@ final class BrokerState {
         preserved = PreservedSessions(
             retentionSeconds: configuration.restoreRetentionSeconds, limit: configuration.limits.preservedSessions,
             limitPerUser: configuration.limits.preservedSessionsPerUser)
-        sessions = SessionTable(logger: configuration.logger, outputBudget: configuration.limits.totalOutputBytes)
+        sessions = SessionTable(
+            logger: configuration.logger, outputBudget: configuration.limits.totalOutputBytes,
+            loopShare: LoopShare(share: configuration.limits.loopSharePerUser))
     }
 
     /// Queues `message` as a reply to `session`, to be written at the end of the turn.

@@ -1,6 +1,7 @@
 import AccmonLogging
 import AccmonManifest
 import AccmonProtocol
+import AccmonSys
 
 /// Handles the clients' request lines: decodes each, does what it asks, and queues the reply.
 ///
@@ -25,9 +26,27 @@ final class RequestHandler {
     /// quota lasts; lines left over the quota wait for the next turn, lines left for want of room in the budget for
     /// the budget.
     func handlePendingLines(of session: Session) {
+        guard !session.unhandled.isEmpty, !session.isHeldForShare else { return }
+        // A user's requests take at most its share of the loop (root excepted): timed per batch.
+        let sharedUID = session.peer.map(\.uid).flatMap { $0 == 0 || !state.sessions.loopShare.isLimited ? nil : $0 }
+        var started: UInt64 = 0
+        if let uid = sharedUID {
+            started = monotonicNanoseconds()
+            if let until = state.sessions.loopShare.heldUntil(uid, now: started) {
+                state.sessions.holdForShare(session, until: until)
+                return
+            }
+        }
         var handled = 0
-        defer { session.unhandled.removeFirst(handled) }
+        defer {
+            session.unhandled.removeFirst(handled)
+            if let uid = sharedUID, handled > 0 {
+                let now = monotonicNanoseconds()
+                state.sessions.loopShare.charge(uid, nanoseconds: now - started, now: now)
+            }
+        }
         let quota = state.configuration.limits.requestsPerTurn
+        let byteQuota = DaemonLimits.replyBytesPerTurn
         for item in session.unhandled {
             guard session.canHandleRequests else {
                 if !session.isClosing, !session.budget.allows(holding: session.outbound.byteCount) {
@@ -35,14 +54,16 @@ final class RequestHandler {
                 }
                 return
             }
-            guard session.takeRequestSlot(turn: state.sessions.turn, limit: quota) else {
+            guard session.takeRequestSlot(turn: state.sessions.turn, limit: quota, byteLimit: byteQuota) else {
                 state.sessions.deferToNextTurn(session)
                 return
             }
             handled += 1
             switch item {
             case .line(let line):
+                let before = session.outbound.byteCount
                 handle(line, of: session)
+                session.chargeReplyBytes(max(0, session.outbound.byteCount - before))
             case .overlong:
                 reply(
                     to: session, id: nil,

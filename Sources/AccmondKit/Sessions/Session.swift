@@ -55,7 +55,7 @@ final class Session {
     /// Splits what the client sends into request lines.
     var framer = LineFramer()
     /// Lines read but not yet handled: handling waits while the outbound buffer is over its bound.
-    var unhandled: [LineFramer.Item] = []
+    var unhandled = LineQueue()
     @exclusivity(unchecked) private(set) var outbound: OutboundQueue
     /// Events held while suspended, coalesced; each carries its encoded line.
     @exclusivity(unchecked) private(set) var queue = CoalescingQueue<[UInt8]>()
@@ -68,6 +68,8 @@ final class Session {
     /// Request lines handled in the loop turn ``requestTurn``.
     private var requestsInTurn = 0
     private var requestTurn: UInt64 = 0
+    /// Bytes of output the requests handled in turn ``requestTurn`` queued.
+    private var replyBytesInTurn = 0
     /// Whether the client shut down its writing side (as `socat` does at the end of its input): the daemon stops
     /// reading but keeps writing replies and events until the client closes.
     private(set) var inputClosed = false
@@ -85,6 +87,8 @@ final class Session {
     @exclusivity(unchecked) var flushQueued = false
     /// Whether the session's request lines wait for the next turn (``SessionTable``'s list).
     var isDeferred = false
+    /// Whether the session's request lines wait for its user to be back within its share of the loop.
+    var isHeldForShare = false
     /// Whether the session waits for room in the output budget (``SessionTable``'s list).
     @exclusivity(unchecked) var waitsForBudget = false
     /// When the client last sent bytes or took some (monotonic nanoseconds).
@@ -259,16 +263,21 @@ final class Session {
     /// Gives the output still buffered back to the budget (the session is closed).
     func releaseOutput() { budget.add(-outbound.byteCount) }
 
-    /// Takes a slot for one more request line in loop turn `turn`; false when `limit` lines were handled in it.
-    func takeRequestSlot(turn: UInt64, limit: Int) -> Bool {
+    /// Takes a slot for one more request line in loop turn `turn`; false when `limit` lines were handled in it, or
+    /// when its replies in it already came to `byteLimit` bytes (what a reply costs the loop grows with its size).
+    func takeRequestSlot(turn: UInt64, limit: Int, byteLimit: Int) -> Bool {
         if requestTurn != turn {
             requestTurn = turn
             requestsInTurn = 0
+            replyBytesInTurn = 0
         }
-        guard requestsInTurn < limit else { return false }
+        guard requestsInTurn < limit, replyBytesInTurn < byteLimit else { return false }
         requestsInTurn += 1
         return true
     }
+
+    /// Counts `bytes` of replies against this turn's ``takeRequestSlot(turn:limit:byteLimit:)``.
+    func chargeReplyBytes(_ bytes: Int) { replyBytesInTurn += bytes }
 
     /// Whether events wait in the queue instead of going out.
     var isSuspended: Bool { suspendedByRequest || !queue.isEmpty }

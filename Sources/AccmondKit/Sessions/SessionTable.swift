@@ -24,10 +24,16 @@ final class SessionTable {
     private var deferred: [Session] = []
     /// Sessions that took no more output (events or replies) because the budget was exceeded.
     private var waitingForBudget: [Session] = []
+    /// Each user's share of the loop for its requests.
+    var loopShare: LoopShare
+    /// Sessions whose request lines wait for their user to be back within its share, and until when at most.
+    private var heldForShare: [Session] = []
+    private(set) var heldUntil: UInt64?
     private let logger: Logger
 
-    init(logger: Logger, outputBudget: Int) {
+    init(logger: Logger, outputBudget: Int, loopShare: LoopShare = LoopShare(share: 0)) {
         self.logger = logger
+        self.loopShare = loopShare
         budget = OutputBudget(limit: outputBudget)
     }
 
@@ -80,6 +86,32 @@ final class SessionTable {
         guard !session.isDeferred else { return }
         session.isDeferred = true
         deferred.append(session)
+    }
+
+    /// `session`'s request lines wait until `until`, when its user is back within its share of the loop.
+    func holdForShare(_ session: Session, until: UInt64) {
+        heldUntil = min(heldUntil ?? until, until)
+        guard !session.isHeldForShare else { return }
+        session.isHeldForShare = true
+        heldForShare.append(session)
+    }
+
+    /// The held sessions whose user is back within its share at `now`; the others stay held.
+    func takeReleased(now: UInt64) -> [Session] {
+        guard let heldUntil, heldUntil <= now else { return [] }
+        var released: [Session] = []
+        var next: UInt64?
+        heldForShare.removeAll { session in
+            if let uid = session.peer?.uid, let until = loopShare.heldUntil(uid, now: now), !session.isClosing {
+                next = min(next ?? until, until)
+                return false
+            }
+            session.isHeldForShare = false
+            if !session.isClosing { released.append(session) }
+            return true
+        }
+        self.heldUntil = next
+        return released
     }
 
     /// `session` took no more output because of the budget: it is flushed again once the budget has room.
@@ -136,6 +168,8 @@ final class SessionTable {
         pendingClose.removeAll(keepingCapacity: true)
         deferred.removeAll { $0.isClosing }
         waitingForBudget.removeAll { $0.isClosing }
+        heldForShare.removeAll { $0.isClosing }
+        if heldForShare.isEmpty { heldUntil = nil }
     }
 
     /// Removes every session, handing each to `release`.
@@ -145,6 +179,8 @@ final class SessionTable {
         pendingFlush.removeAll()
         deferred.removeAll()
         waitingForBudget.removeAll()
+        heldForShare.removeAll()
+        heldUntil = nil
     }
 
     private func remove(_ session: Session, _ release: (Session) -> Void) {
