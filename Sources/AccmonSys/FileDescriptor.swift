@@ -11,6 +11,16 @@ public struct FileDescriptor: RawRepresentable, Sendable, Hashable {
         try valueOrErrno { Glibc.recv(rawValue, buffer.baseAddress, buffer.count, 0) }
     }
 
+    /// Whether a socket's peer has closed it (a hang-up, not a half-close: `poll` says `POLLHUP`) and nothing is
+    /// left to read (`recv` with `MSG_PEEK | MSG_DONTWAIT` finds the end of the stream): a hang-up the caller has
+    /// not read yet.
+    public var peerHasClosed: Bool {
+        var waiting = pollfd(fd: rawValue, events: Int16(POLLIN), revents: 0)
+        guard Glibc.poll(&waiting, 1, 0) == 1, Int32(waiting.revents) & POLLHUP != 0 else { return false }
+        var byte: UInt8 = 0
+        return Glibc.recv(rawValue, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0
+    }
+
     /// Writes from `buffer`; returns the number of bytes written. Uses `send(MSG_NOSIGNAL)` on sockets.
     public func write(_ buffer: UnsafeRawBufferPointer) throws(Errno) -> Int {
         try valueOrErrno { Glibc.send(rawValue, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL)) }

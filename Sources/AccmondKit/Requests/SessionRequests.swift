@@ -50,6 +50,13 @@ extension RequestHandler {
                 return
             }
             let key = RestoreKey(uid: uid, restoreID: restoreID)
+            // Its previous connection hung up, and this turn has not read that yet (the loop serves the ready
+            // connections in the order the kernel lists them): closed now, so that this hello reclaims it.
+            if let holder = state.sessions.liveHolder(of: key), holder.unhandled.isEmpty,
+                holder.descriptor.peerHasClosed
+            {
+                state.sessions.close(holder, reason: "client closed the connection")
+            }
             guard state.sessions.liveHolder(of: key) == nil else {
                 reply(
                     to: session, id: id,
