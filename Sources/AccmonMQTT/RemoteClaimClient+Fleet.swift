@@ -1,5 +1,5 @@
 public import AccmonProtocol
-import Foundation
+import FoundationEssentials
 
 /// One host as a claimer sees it on the broker: its status and its accessories.
 public struct FleetHostView: Sendable, Hashable {

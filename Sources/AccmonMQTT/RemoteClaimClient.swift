@@ -1,6 +1,6 @@
 public import AccmonProtocol
 import AccmonSys
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// A claimer's side of claims across the fleet (docs/MQTT.md §12), driven synchronously: publishes requests on

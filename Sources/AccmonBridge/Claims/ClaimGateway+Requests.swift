@@ -1,7 +1,7 @@
 import AccmonLogging
 import AccmonMQTT
 import AccmonProtocol
-import Foundation
+import FoundationEssentials
 
 extension ClaimGateway {
     /// The longest request payload read.

@@ -2,7 +2,7 @@ public import AccmonLogging
 import AccmonMQTT
 import AccmonProtocol
 import AccmonSys
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Claims across the fleet, on the host's side (docs/MQTT.md §12): takes the requests MQTT users publish on
