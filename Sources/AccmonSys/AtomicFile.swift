@@ -53,10 +53,21 @@ public enum AtomicFile {
     public static func write(
         chunks: some Sequence<[UInt8]>, to name: String, in directory: DirectoryDescriptor, mode: mode_t = 0o600
     ) throws(FileError) {
+        try write(to: name, in: directory, mode: mode) { file throws(Errno) in
+            for chunk in chunks { try file.writeAll(chunk) }
+        }
+    }
+
+    /// Replaces `name` as ``write(_:to:in:mode:)`` does, with what `write` writes to the new file (its descriptor,
+    /// open for writing); an error `write` throws leaves `name` as it was.
+    public static func write(
+        to name: String, in directory: DirectoryDescriptor, mode: mode_t = 0o600,
+        _ write: (FileDescriptor) throws(Errno) -> Void
+    ) throws(FileError) {
         let (temporary, file) = try createTemporary(for: name, in: directory, mode: mode)
         do throws(Errno) {
             defer { file.close() }
-            for chunk in chunks { try file.writeAll(chunk) }
+            try write(file)
             try file.synchronize()
         } catch {
             try? directory.remove(temporary)  // try?: the write's error is the one to report

@@ -26,6 +26,11 @@ public struct FileDescriptor: RawRepresentable, Sendable, Hashable {
         try valueOrErrno { Glibc.send(rawValue, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL)) }
     }
 
+    /// Reads into `buffer` from `offset` of the file (`pread(2)`); returns the number of bytes read, 0 at its end.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        try valueOrErrno { Glibc.pread(rawValue, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
     /// Writes all of `bytes`, blocking as needed. For blocking descriptors (client side, standard streams).
     public func writeAll(_ bytes: some Collection<UInt8>) throws(Errno) {
         let array = Array(bytes)

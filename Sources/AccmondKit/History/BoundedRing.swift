@@ -48,9 +48,14 @@ struct BoundedRing<Element> {
 
     /// The element at `index`, 0 being the oldest.
     subscript(index: Int) -> Element {
+        get { storage[slot(of: index)] }
+        set { storage[slot(of: index)] = newValue }
+    }
+
+    private func slot(of index: Int) -> Int {
         precondition(index >= 0 && index < storage.count, "ring index out of range")
         let slot = start + index
-        return storage[slot < storage.count ? slot : slot - storage.count]
+        return slot < storage.count ? slot : slot - storage.count
     }
 
     /// The elements, oldest first.

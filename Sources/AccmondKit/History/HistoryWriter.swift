@@ -1,6 +1,7 @@
 import AccmonLogging
 import AccmonProtocol
 import AccmonSys
+import Glibc
 import Synchronization
 
 /// Writes the history file on a thread of its own, `accmond-history`, so that the broker loop never waits on the
@@ -52,7 +53,7 @@ final class HistoryWriter: Sendable {
         wakeup = try BlockingSignal()
         finished = try BlockingSignal()
         var file = FileState(directory: directory, capacity: capacity, logger: logger)
-        file.written.append(contentsOf: records)
+        for record in records { file.hold(record) }
         file.rewrite(reserving: lastSeq + Self.reservation)
         try startThread(name: "accmond-history") { [self, file] in
             var file = file
@@ -112,6 +113,9 @@ private struct FileState: Sendable {
     let logger: Logger
     /// The newest entries handed over, the file's content once written.
     var written: BoundedRing<HistoryRecord>
+    /// Where the line of each of `written` starts in the file, in the same order; `nil` for one not written. A
+    /// compaction copies the lines of the entries held instead of writing each again.
+    var lineStarts: BoundedRing<Int?>
     /// The file open for appending; `nil` until a rewrite succeeds.
     var file: FileDescriptor?
     var linesInFile = 0
@@ -132,15 +136,23 @@ private struct FileState: Sendable {
         self.directory = directory
         self.logger = logger
         written = BoundedRing(capacity: capacity)
+        lineStarts = BoundedRing(capacity: capacity)
     }
 
     var maximumBytes: Int { HistoryFile.maximumSize(capacity: written.capacity) / 2 }
 
-    /// Writes a batch: appended, or the whole file rewritten when a write failed before or the file is due for
-    /// compaction. A finishing write reserves exactly `finishingAt`.
+    /// Appends records to those held, not yet written.
+    mutating func hold(_ record: HistoryRecord) {
+        written.append(record)
+        lineStarts.append(nil)
+    }
+
+    /// Writes a batch: appended, or the whole file rewritten when a write failed before; then compacted when the
+    /// file holds twice the entries kept or half the size the loader reads. A finishing write reserves exactly
+    /// `finishingAt`.
     mutating func write(_ batch: BoundedRing<HistoryWriter.Handed>, finishingAt: UInt64?) {
         droppedUnlogged += batch.evicted
-        for index in 0..<batch.count { written.append(batch[index].record) }
+        for index in 0..<batch.count { hold(batch[index].record) }
         lastSeq = max(lastSeq, batch.last?.record.entry.seq ?? 0)
         let reservation: UInt64? =
             if let finishingAt {
@@ -150,17 +162,24 @@ private struct FileState: Sendable {
             } else {
                 nil
             }
-        if needsRewrite || linesInFile + batch.count > 2 * written.capacity || bytesInFile > maximumBytes {
-            rewrite(reserving: reservation ?? reserved)
-        } else if !batch.isEmpty || reservation != nil {
+        if needsRewrite {
+            return rewrite(reserving: reservation ?? reserved)
+        }
+        if !batch.isEmpty || reservation != nil {
             append(batch, reserving: reservation)
+        }
+        if !needsRewrite, linesInFile > 2 * written.capacity || bytesInFile > maximumBytes {
+            compact()
         }
     }
 
     private mutating func append(_ batch: BoundedRing<HistoryWriter.Handed>, reserving reservation: UInt64?) {
         guard let file else { return rewrite(reserving: reservation ?? reserved) }
         var out = JSONOutput(capacity: 64 + 800 * batch.count)
+        var starts: [Int] = []
+        starts.reserveCapacity(batch.count)
         for index in 0..<batch.count {
+            starts.append(bytesInFile + out.count)
             HistoryFile.line(batch[index].record, accessoryObject: batch[index].accessoryObject, into: &out)
         }
         if let reservation { HistoryFile.reservation(reservation, into: &out) }
@@ -172,6 +191,9 @@ private struct FileState: Sendable {
             failed("append to '\(directory.pathOf(HistoryFile.name))': \(error)")
             return
         }
+        // The batch is the newest of the records held (those of it the ring kept).
+        let kept = min(starts.count, lineStarts.count)
+        for index in 0..<kept { lineStarts[lineStarts.count - kept + index] = starts[starts.count - kept + index] }
         linesInFile += batch.count + (reservation == nil ? 0 : 1)
         bytesInFile += bytes.count
         if let reservation { reserved = reservation }
@@ -184,8 +206,15 @@ private struct FileState: Sendable {
         file = nil
         let records = written.elements
         var byteCount = 0
+        var starts: [Int] = []  // of every line: the header's, the records', the reservation's
+        starts.reserveCapacity(records.count + 2)
+        var atLineStart = true
         let chunks = HistoryFile.chunks(records, reserved: reservation).lazy.map { chunk in
-            byteCount += chunk.count
+            for byte in chunk {
+                if atLineStart { starts.append(byteCount) }
+                atLineStart = byte == UInt8(ascii: "\n")
+                byteCount += 1
+            }
             return chunk
         }
         do throws(FileError) {
@@ -194,23 +223,86 @@ private struct FileState: Sendable {
             failed("\(error)")
             return
         }
-        do throws(Errno) {
-            let opened = try directory.openForAppending(HistoryFile.name)
-            guard (try? opened.status().kind) == .regular else {  // try?: an fstat that fails is no regular file
-                opened.close()
-                failed("'\(directory.pathOf(HistoryFile.name))': not a regular file after it was written")
-                return
-            }
-            file = opened
-        } catch {
-            failed("open '\(directory.pathOf(HistoryFile.name))' for appending: \(error)")
-            return
-        }
+        guard reopen() else { return }
+        for index in 0..<lineStarts.count { lineStarts[index] = starts[index + 1] }
         linesInFile = records.count + 2
         bytesInFile = byteCount
         reserved = reservation
         needsRewrite = false
         succeeded()
+    }
+
+    /// Replaces the file with the lines of the entries held, copied from the file (with the reservations written
+    /// between them), and the last reservation: the same content as ``rewrite(reserving:)`` writes, for a copy
+    /// rather than an encoding of every entry. Rewrites instead when an entry's line is not in the file.
+    private mutating func compact() {
+        guard !lineStarts.isEmpty, let base = lineStarts[0], let file else { return rewrite(reserving: reserved) }
+        var header = JSONOutput(capacity: 32)
+        HistoryFile.header(into: &header)
+        let headerBytes = header.bytes()
+        var reservationLine = JSONOutput(capacity: 32)
+        HistoryFile.reservation(reserved, into: &reservationLine)
+        let reservationBytes = reservationLine.bytes()
+        let end = bytesInFile
+        do throws(FileError) {
+            let old: FileDescriptor
+            do throws(Errno) {
+                old = try directory.openForReading(HistoryFile.name)
+            } catch {
+                throw FileError(operation: "open", path: directory.pathOf(HistoryFile.name), errno: error)
+            }
+            defer { old.close() }
+            try AtomicFile.write(to: HistoryFile.name, in: directory) { out throws(Errno) in
+                try out.writeAll(headerBytes)
+                try Self.copy(from: old, range: base..<end, to: out)
+                try out.writeAll(reservationBytes)
+            }
+        } catch {
+            failed("compact: \(error)")
+            return
+        }
+        file.close()
+        self.file = nil
+        guard reopen() else { return }
+        for index in 0..<lineStarts.count {
+            lineStarts[index] = lineStarts[index].map { headerBytes.count + $0 - base }
+        }
+        linesInFile = written.count + 2  // and the reservations between the lines copied: a few
+        bytesInFile = headerBytes.count + (end - base) + reservationBytes.count
+        succeeded()
+    }
+
+    /// Copies `range` of `source` to `destination`, a mebibyte at a time. A source shorter than `range` is `EIO`.
+    private static func copy(from source: FileDescriptor, range: Range<Int>, to destination: FileDescriptor)
+        throws(Errno)
+    {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 1)
+        defer { buffer.deallocate() }
+        var offset = range.lowerBound
+        while offset < range.upperBound {
+            let wanted = UnsafeMutableRawBufferPointer(rebasing: buffer[..<min(buffer.count, range.upperBound - offset)])
+            let count = try source.read(into: wanted, at: offset)
+            guard count > 0 else { throw Errno(rawValue: EIO) }
+            try destination.writeAll(UnsafeRawBufferPointer(rebasing: wanted[..<count]))
+            offset += count
+        }
+    }
+
+    /// Opens the file just written for appending; `false` (after ``failed(_:)``) when it cannot be.
+    private mutating func reopen() -> Bool {
+        do throws(Errno) {
+            let opened = try directory.openForAppending(HistoryFile.name)
+            guard (try? opened.status().kind) == .regular else {  // try?: an fstat that fails is no regular file
+                opened.close()
+                failed("'\(directory.pathOf(HistoryFile.name))': not a regular file after it was written")
+                return false
+            }
+            file = opened
+            return true
+        } catch {
+            failed("open '\(directory.pathOf(HistoryFile.name))' for appending: \(error)")
+            return false
+        }
     }
 
     private mutating func failed(_ reason: String) {
