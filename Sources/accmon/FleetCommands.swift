@@ -131,7 +131,7 @@ extension FleetOptions {
         state.sortedHosts.filter { shows(host: $0.name) }.map { host in
             FleetHostOutput(
                 host: host.name, state: host.stateName, status: host.status?.withoutCounts,
-                accessories: host.sortedAccessories.filter(filter.matches))
+                accessories: host.sortedAccessories.filter(filter.matches), claims: host.claims)
         }
     }
 
@@ -241,7 +241,7 @@ extension FleetOptions {
         struct AccessoryLine: Encodable {
             var type: String
             var host: String
-            var accessory: Accessory
+            var accessory: FleetAccessory
         }
         struct StatusLine: Encodable {
             var type = "status"
@@ -251,7 +251,7 @@ extension FleetOptions {
         var text = ""
         for change in changes {
             switch change {
-            case .connected(let host, let accessory), .disconnected(let host, let accessory):
+            case .connected(let host, let accessory, let claim), .disconnected(let host, let accessory, let claim):
                 guard shows(host: host), filter.matches(accessory) else {
                     continue
                 }
@@ -259,7 +259,8 @@ extension FleetOptions {
                 if case .connected = change { type = "connect" } else { type = "disconnect" }
                 text +=
                     json
-                    ? jsonLine(AccessoryLine(type: type, host: host, accessory: accessory))
+                    ? jsonLine(
+                        AccessoryLine(type: type, host: host, accessory: FleetAccessory(accessory, claim: claim)))
                     : humanLine(type, accessory, host: host, style: style)
             case .status(let host, let status):
                 guard shows(host: host) else { continue }
