@@ -151,7 +151,6 @@ extension FleetOptions {
             try incompleteness(read)
             return
         }
-        let holders = try self.holders(settings)
         var cells: [String] = []
         cells.reserveCapacity(9 * hosts.reduce(0) { $0 + max($1.accessories.count, 1) })
         for host in hosts {
@@ -167,37 +166,11 @@ extension FleetOptions {
                 cells.append(
                     accessory.deviceNodes.count == 1
                         ? accessory.deviceNodes[0] : accessory.deviceNodes.joined(separator: ","))
-                cells.append(holders[HolderKey(host.host, accessory.connectionID.rawValue)] ?? "-")
+                cells.append(host.claim(of: accessory).map { ClaimsCommand.userLabel($0.holder) } ?? "-")
             }
         }
         writeOut(table(["HOST", "STATE", "CONN", "KIND", "ID", "NAME", "SERIAL", "NODES", "HOLDER"], cells: cells))
         try incompleteness(read)
-    }
-
-    struct HolderKey: Hashable {
-        var host: String
-        var connection: UInt64
-        init(_ host: String, _ connection: UInt64) {
-            self.host = host
-            self.connection = connection
-        }
-    }
-
-    /// Who holds each claimed connection of the fleet (docs/MQTT.md §12), from the retained claim topics.
-    private func holders(_ settings: BrokerSettings) throws(AccmonError) -> [HolderKey: String] {
-        do {
-            let client = try RemoteClaimClient(
-                settings: settings, topics: topics,
-                clientID: "accmon-list-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
-            defer { client.disconnect() }
-            var holders: [HolderKey: String] = [:]
-            for claim in try client.readClaims() {
-                holders[HolderKey(claim.host, claim.connectionID)] = ClaimsCommand.userLabel(claim.holder)
-            }
-            return holders
-        } catch {
-            throw fleetError(error)
-        }
     }
 
     /// Exit 1 after the output when the read is known to miss something (the warnings above say what).
