@@ -123,32 +123,18 @@ extension BridgeProcessTests {
             #expect(row.hasPrefix("lab-1") && row.hasSuffix("qa (remote)"), "\(table)")
         }
 
-        /// A synthetic fleet (SyntheticFleet) whose every accessory is claimed, with the bridge's claim payloads, read
-        /// through windows bigger than the broker's queue (50): a host's status, accessory and claim topics are more
-        /// packets than `--broker-queue`, so no window is whole by its packets, and its status counts only its accessory
-        /// topics. Every claim is shown, and `list` exits 0 without a warning.
+        /// A synthetic fleet whose every accessory is claimed, with the bridge's claim payloads, read through
+        /// windows bigger than the broker's queue (50): a host's status, accessory and claim topics are more packets
+        /// than `--broker-queue`, so no window is whole by its packets, and its status counts only its accessory
+        /// topics; the claim topics are read again in windows of their own. Every claim is shown, and `list` exits 0
+        /// without a warning.
         @Test func everyClaimIsShownThroughWindowsBiggerThanTheBrokersQueue() async throws {
             let broker = try await FleetScale.smallQueueBroker()
             let fleet = SyntheticFleet(hosts: 20, accessories: 30)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             var claims: [(topic: String, payload: [UInt8])] = []
             for host in 0..<fleet.hosts {
                 for index in 0..<fleet.accessories {
-                    let accessory = SyntheticFleet.accessory(host: host, index)
-                    let summary = ClaimSummary(
-                        claimID: "c-\(index)", holder: Party(user: "user-\(host)-\(index)", remote: true), since: 1,
-                        reason: "bench", waiting: 0, connections: [accessory.connectionID],
-                        accessoryIDs: [accessory.accessoryID])
-                    let state = RemoteClaimState(
-                        host: SyntheticFleet.name(host), accessoryID: accessory.accessoryID,
-                        connectionID: accessory.connectionID.rawValue, summary: summary)
-                    claims.append(
-                        (
-                            fleet.topics.claim(
-                                host: state.host, accessoryID: state.accessoryID, connectionID: state.connectionID),
-                            Array(try encoder.encode(state))
-                        ))
+                    claims.append(try Self.claimMessage(fleet, host: host, index, holder: "user-\(host)-\(index)"))
                 }
             }
             try await publishRetained(fleet.messages + claims, to: broker)
@@ -167,6 +153,93 @@ extension BridgeProcessTests {
                 }
             }
             #expect(missing.isEmpty, "\(missing.count) claims not shown: \(missing.prefix(10))")
+        }
+
+        /// The retained claim payload the bridge publishes for accessory `index` of a synthetic host.
+        static func claimMessage(
+            _ fleet: SyntheticFleet, host: Int, _ index: Int, holder: String, reason: String = "bench"
+        ) throws -> (topic: String, payload: [UInt8]) {
+            let accessory = SyntheticFleet.accessory(host: host, index)
+            let summary = ClaimSummary(
+                claimID: "c-\(index)", holder: Party(user: holder, remote: true), since: 1, reason: reason,
+                waiting: 0, connections: [accessory.connectionID], accessoryIDs: [accessory.accessoryID])
+            let state = RemoteClaimState(
+                host: SyntheticFleet.name(host), accessoryID: accessory.accessoryID,
+                connectionID: accessory.connectionID.rawValue, summary: summary)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return (
+                fleet.topics.claim(host: state.host, accessoryID: state.accessoryID, connectionID: state.connectionID),
+                Array(try encoder.encode(state))
+            )
+        }
+
+        /// The holder of each accessory a watcher shows after the lines it printed (host → connection → holder or
+        /// "-").
+        static func watchedHolders(_ output: String) -> [String: [UInt64: String]] {
+            var shown: [String: [UInt64: String]] = [:]
+            for line in lines(output) {
+                switch line["type"] as? String {
+                case "fleet":
+                    shown = [:]
+                    for host in line["hosts"] as? [Object] ?? [] {
+                        guard let name = host["host"] as? String else { continue }
+                        for accessory in host["accessories"] as? [Object] ?? [] {
+                            guard let connection = (accessory["connectionID"] as? NSNumber)?.uint64Value else {
+                                continue
+                            }
+                            shown[name, default: [:]][connection] = holder(accessory) ?? "-"
+                        }
+                    }
+                case "connect", "disconnect":
+                    guard let name = line["host"] as? String, let accessory = line["accessory"] as? Object,
+                        let connection = (accessory["connectionID"] as? NSNumber)?.uint64Value
+                    else { continue }
+                    shown[name, default: [:]][connection] =
+                        line["type"] as? String == "connect"
+                        ? holder(accessory) ?? "-" : nil
+                default: continue
+                }
+            }
+            return shown
+        }
+
+        /// A watcher whose claim changes the broker drops (a burst of 3,600 of 2 KB over 400 hosts through a queue of
+        /// 100): no
+        /// count tells a dropped claim topic, but the end markers kept going after changes do; the watcher then reads
+        /// every host's claim topics again and shows the last holder of each accessory.
+        @Test func aWatcherWhoseClaimChangesTheBrokerDropsReadsTheClaimsAgain() async throws {
+            let broker = try await Mosquitto.start(Mosquitto.Options(settings: ["max_queued_messages 100"]))
+            let fleet = SyntheticFleet(hosts: 400, accessories: 3)
+            try await publishRetained(fleet.messages, to: broker)
+            let watch = try ChildProcess(
+                try Binaries.accmon, ["watch", "--broker", broker.url, "--json", "--broker-queue", "100"],
+                name: "watch", directory: broker.directory)
+            defer { watch.kill() }
+            #expect(await waitFor("\n", timeout: .seconds(30)) { watch.stdout }, "\(watch.stderr)")
+            var burst: [(topic: String, payload: [UInt8])] = []
+            var truth: [String: [UInt64: String]] = [:]
+            // Long reasons (2 KB): more than the sockets hold, so that the broker holds a queue's worth unsent.
+            let reason = String(repeating: "flashing ", count: 228)
+            for round in 0..<3 {
+                for host in 0..<fleet.hosts {
+                    for index in 0..<fleet.accessories {
+                        let holder = "user-\(round)-\(host)-\(index)"
+                        burst.append(try Self.claimMessage(fleet, host: host, index, holder: holder, reason: reason))
+                        truth[SyntheticFleet.name(host), default: [:]][UInt64(index + 1)] = holder
+                    }
+                }
+            }
+            try await publishRetained(burst, to: broker)
+            var differing = 0
+            let converged = await eventuallyHolds(timeout: .seconds(60)) {
+                let shown = Self.watchedHolders(watch.stdout)
+                differing = truth.filter { shown[$0.key] != $0.value }.count
+                return differing == 0
+            }
+            let dropped = broker.log.contains("Outgoing messages are being dropped for client accmon-cli")
+            #expect(converged, "\(differing) hosts show another holder; dropped: \(dropped)\n\(watch.stderr)")
+            print("fleet claims: the broker dropped claim changes for the watcher: \(dropped)")
         }
     }
 }
