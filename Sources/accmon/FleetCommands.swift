@@ -195,7 +195,8 @@ extension FleetOptions {
                         for host in shown.output(state, filter) {
                             writeOut(statusLine(host.host, host.status, style: style))
                             for accessory in host.accessories {
-                                writeOut(humanLine("present", accessory, host: host.host, style: style))
+                                let claim = host.claim(of: accessory).map { [claimDetail($0, style: style)] } ?? []
+                                writeOut(humanLine("present", accessory, host: host.host, details: claim, style: style))
                             }
                         }
                     }
@@ -221,8 +222,37 @@ extension FleetOptions {
             var host: String
             var status: HostStatus?
         }
+        // Human lines: an accessory whose claim alone changed is one `claimed` or `released` line.
+        var claimChanges: [Int: FleetClaim?] = [:]
+        var skipped: Set<Int> = []
+        if !json {
+            var gone: [ClaimKey: (index: Int, accessory: Accessory)] = [:]
+            for (index, change) in changes.enumerated() {
+                if case .disconnected(let host, let accessory, _) = change {
+                    gone[ClaimKey(host: host, connection: accessory.connectionID)] = (index, accessory)
+                }
+            }
+            for (index, change) in changes.enumerated() {
+                guard case .connected(let host, let accessory, let claim) = change,
+                    let before = gone[ClaimKey(host: host, connection: accessory.connectionID)],
+                    before.accessory == accessory
+                else { continue }
+                skipped.insert(before.index)
+                claimChanges[index] = claim
+            }
+        }
         var text = ""
-        for change in changes {
+        for (index, change) in changes.enumerated() where !skipped.contains(index) {
+            if let claim = claimChanges[index], case .connected(let host, let accessory, _) = change {
+                guard shows(host: host), filter.matches(accessory) else { continue }
+                text +=
+                    claim.map {
+                        humanLine(
+                            "claimed", accessory, host: host, details: [claimDetail($0, style: style, lead: "by")],
+                            style: style)
+                    } ?? humanLine("released", accessory, host: host, style: style)
+                continue
+            }
             switch change {
             case .connected(let host, let accessory, let claim), .disconnected(let host, let accessory, let claim):
                 guard shows(host: host), filter.matches(accessory) else {
@@ -242,6 +272,20 @@ extension FleetOptions {
         }
         return text
     }
+}
+
+/// A host and a connection of it.
+struct ClaimKey: Hashable {
+    var host: String
+    var connection: ConnectionID
+}
+
+/// Who holds a claim, since when, why, and how many wait: the end of a human line.
+func claimDetail(_ claim: FleetClaim, style: Style, lead: String = "claimed by") -> String {
+    style.paint(
+        "\(lead) \(ClaimsCommand.userLabel(claim.holder)) since \(clockTime(claim.since))"
+            + (claim.reason.isEmpty ? "" : ": \(quotedIfNeeded(claim.reason))")
+            + (claim.waiting > 0 ? " (\(claim.waiting) waiting)" : ""), "35")
 }
 
 /// A host's status as one human line: time, host, online or offline, and since when.

@@ -63,6 +63,9 @@ extension BridgeProcessTests {
             let selected = try ChildProcess(
                 try Binaries.accmon, ["watch", "--json", "--host", "lab-1*"] + (try fleet.login("qa")),
                 name: "watch-lab-1", directory: fleet.directory)
+            let human = try ChildProcess(
+                try Binaries.accmon, ["watch"] + (try fleet.login("qa")), name: "watch-human",
+                directory: fleet.directory)
             for watch in [everyHost, selected] {
                 #expect(await waitFor(#""type":"fleet""#) { watch.stdout }, "\(watch.stderr)")
                 let first = Self.lines(watch.stdout).first
@@ -106,6 +109,19 @@ extension BridgeProcessTests {
                 #expect(pairs.count == 2, "\(watch.stdout)")
             }
             #expect(everyHost.isRunning && selected.isRunning)
+            // Without --json: the holder on the `present` line, then one `claimed` or `released` line per change.
+            #expect(await waitFor("by qa (remote)") { human.stdout }, "\(human.stdout)\(human.stderr)")
+            let boardLines = human.stdout.split(separator: "\n").filter {
+                $0.contains("lab-1") && $0.contains("conn=\(board)")
+            }
+            #expect(boardLines.count == 3, "\(human.stdout)")
+            #expect(
+                boardLines.first?.contains("present") == true
+                    && boardLines.first?.contains("claimed by ci (remote)") == true)
+            #expect(boardLines.dropFirst().first?.contains("released") == true, "\(human.stdout)")
+            #expect(
+                boardLines.last?.contains("claimed") == true && boardLines.last?.contains("by qa (remote)") == true
+                    && boardLines.last?.contains(": test") == true)
 
             // `list --broker --json`: the holder on the accessory's object, for every host and for one.
             for selection in [[], ["--host", "lab-1"]] {
