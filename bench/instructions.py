@@ -4,7 +4,7 @@
 daemon's work per event.
 
 usage: bench/instructions.py BIN_DIR TOOLS_DIR CLIENT [--small 1000] [--large 4000] [--requests 5000]
-                                                      [--only udev|requests]
+                                                      [--only udev|requests] [--profiles DIR]
 
 Runs bench/udev_stream.py twice with `--only burst` (a burst of SMALL events, then one of LARGE), each time with
 accmond and udevadm under `valgrind --tool=callgrind` (accmond from a copy stripped with `strip -g`: valgrind cannot
@@ -21,6 +21,9 @@ Then the request path (`--only requests`): accmond `--simulate --no-udev` under 
 one request, decoded, authenticated, registered, its event encoded, queued to N subscribers and written, its `ok`
 answered; every thread, without start-up and shutdown (whose state file save grows with the accessories connected).
 For N = 1 and 10.
+
+`--profiles DIR` keeps the callgrind profiles in DIR, to compare two builds function by function
+(`callgrind_annotate`; bench/README.md, "Where the instructions go").
 """
 import argparse, os, re, shutil, signal, subprocess, sys, tempfile
 
@@ -35,6 +38,7 @@ parser.add_argument("--small", type=int, default=1000)
 parser.add_argument("--large", type=int, default=4000)
 parser.add_argument("--requests", type=int, default=5000)
 parser.add_argument("--only", choices=["udev", "requests"])
+parser.add_argument("--profiles", help="keep the callgrind profiles in this directory")
 options = parser.parse_args()
 
 
@@ -107,4 +111,10 @@ try:
                   "events": options.requests + 10, "instructions": total,
                   "instructions_per_request": round(total / (options.requests + 10))})
 finally:
+    if options.profiles:
+        os.makedirs(options.profiles, exist_ok=True)
+        for root, _, names in os.walk(work):
+            for name in names:
+                if name.startswith("callgrind"):
+                    shutil.copy(os.path.join(root, name), options.profiles)
     shutil.rmtree(work, ignore_errors=True)

@@ -35,6 +35,9 @@ import gi  # noqa: E402  (only inside the testbed's Python)
 gi.require_version("UMockdev", "1.0")
 from gi.repository import UMockdev  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import extra_accmond_options  # noqa: E402
+
 parser = argparse.ArgumentParser()
 parser.add_argument("bin_dir")
 parser.add_argument("tools_dir")
@@ -223,7 +226,8 @@ try:
         manifest_args = ["--manifest", manifest, "--manifest-dir", os.path.join(work, "manifest.d")]
     before = event_sockets()
     accmond = subprocess.Popen(
-        options.accmond_prefix.split() + [os.path.join(options.bin_dir, "accmond"), "--socket", socket_path, "--state-dir", os.path.join(work, "state")] + manifest_args,
+        options.accmond_prefix.split() + [os.path.join(options.bin_dir, "accmond"), "--socket", socket_path, "--state-dir", os.path.join(work, "state")] + manifest_args
+        + extra_accmond_options(options.bin_dir),
         stderr=open(os.path.join(work, "accmond.err"), "w"), env=dict(os.environ))
     processes.append(accmond)
     wait_for(lambda: os.path.exists(socket_path), 15, "accmond's socket")
