@@ -4,12 +4,10 @@
 /// hosts are read again in windows of their own, which hold only claim topics; such a window that cannot be read
 /// whole is read again in halves, down to one host, whose claims are then shown as read, with a warning.
 extension FleetSession {
-    /// The claim topics a claim check expects of a host: at most one per connection, so as many as its accessories
-    /// (or the claims it shows, when more).
-    func claimCheckSize(_ level: String) -> Int {
-        let host = state.hosts[level]
-        return max(1, host?.accessories.count ?? 0, host?.claims.count ?? 0)
-    }
+    /// The claim topics a claim check expects of a host: those read so far (at least 1), to size its windows. A window
+    /// is whole as any other (fewer packets than the broker queues, its first end marker back); one that is not, which
+    /// more claims than expected can make, is read again in halves.
+    func claimCheckSize(_ level: String) -> Int { max(1, state.hosts[level]?.claims.count ?? 0) }
 
     /// Starts a window reading the claim topics of the next hosts to check; returns whether it started one.
     func startClaimCheck() throws(MQTTError) -> Bool {
@@ -46,6 +44,7 @@ extension FleetSession {
                     + "shown; raise its max_queued_messages above \(read + Self.uncountedPackets + 2) (docs/MQTT.md §5)"
             )
         }
+        if claimChecks.isEmpty { claimCheckCap = Int.max }
         for level in levels {
             let shown = state.replaceClaims(level: level, with: fresh.hosts[level]?.claims ?? [:])
             if phase == .following { changes += shown }
