@@ -15,6 +15,13 @@ extension ProtocolCodec {
         }
     }
 
+    /// Encodes an event as ``encode(_:)`` does, and gives the bytes of its accessory object within the line too (for
+    /// the history file, which writes the same object).
+    package func encodeEvent(_ event: AccessoryEvent) -> (line: [UInt8], accessory: ArraySlice<UInt8>) {
+        let (line, accessory) = EventLineWriter.lineAndAccessory(event)
+        return (line, line[accessory])
+    }
+
     /// Encodes a server message with JSONEncoder, whatever its kind: what ``EventLineWriter`` and
     /// ``ReplyLineWriter`` must match.
     func encodeWithJSONEncoder(_ message: ServerMessage) -> [UInt8] {

@@ -6,10 +6,16 @@ package enum EventLineWriter {
     private static let quote = UInt8(ascii: "\"")
     private static let backslash = UInt8(ascii: "\\")
 
-    static func line(_ event: AccessoryEvent) -> [UInt8] {
-        JSONOutput.bytes(startingOnTheStack: 1024) { out in
+    static func line(_ event: AccessoryEvent) -> [UInt8] { lineAndAccessory(event).line }
+
+    /// The event's line, and where its accessory object lies in it.
+    static func lineAndAccessory(_ event: AccessoryEvent) -> (line: [UInt8], accessory: Range<Int>) {
+        var accessoryRange = 0..<0
+        let line = JSONOutput.bytes(startingOnTheStack: 1024) { out in
             literal(#"{"accessory":"#, into: &out)
+            let start = out.count
             accessory(event.accessory, into: &out)
+            accessoryRange = start..<out.count
             if let rejection = event.rejection {
                 member(#","rejected":"#, rejection, into: &out)
             }
@@ -18,6 +24,7 @@ package enum EventLineWriter {
             member(#","type":"#, event.change.rawValue, into: &out)
             literal("}\n", into: &out)
         }
+        return (line, accessoryRange)
     }
 
     /// The accessory object, its keys in sorted order (``Accessory/Field``).

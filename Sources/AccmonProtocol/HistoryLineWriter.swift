@@ -2,10 +2,17 @@
 /// unescaped, absent fields left out), with ``EventLineWriter``'s strings and numbers: a `history` reply of 10,000
 /// entries, and the daemon's history file, are written without JSONEncoder's generic machinery.
 package enum HistoryLineWriter {
-    /// The entry object, its keys in sorted order.
-    package static func entry(_ entry: HistoryEntry, into out: inout JSONOutput) {
+    /// The entry object, its keys in sorted order. `accessoryObject`: the bytes ``EventLineWriter`` wrote for the
+    /// entry's accessory already (in its event's line), copied instead of written again.
+    package static func entry(
+        _ entry: HistoryEntry, accessoryObject: ArraySlice<UInt8>? = nil, into out: inout JSONOutput
+    ) {
         EventLineWriter.literal(#"{"accessory":"#, into: &out)
-        EventLineWriter.accessory(entry.accessory, into: &out)
+        if let accessoryObject {
+            accessoryObject.withUnsafeBufferPointer { out.append($0) }
+        } else {
+            EventLineWriter.accessory(entry.accessory, into: &out)
+        }
         if let actor = entry.actor {
             EventLineWriter.literal(#","actor":"#, into: &out)
             party(actor, into: &out)

@@ -38,4 +38,30 @@ import Testing
             #expect(codec.encode(.event(event)) == codec.encodeWithJSONEncoder(.event(event)), "\(event)")
         }
     }
+
+    /// The accessory object given with the line (for the history file) is the bytes the line holds between
+    /// `{"accessory":` and the next key, and a history entry written with them is the entry written whole.
+    @Test func theAccessoryObjectGivenWithTheLineIsTheOneTheHistoryWrites() {
+        var random = SplitMix64(seed: 2027)
+        let codec = ProtocolCodec()
+        for _ in 0..<500 {
+            let event = Fixtures.randomEvent(using: &random)
+            let (line, object) = codec.encodeEvent(event)
+            #expect(line == codec.encode(.event(event)))
+            #expect(Array(line.prefix(13)) == Array(#"{"accessory":"#.utf8) && object.startIndex == 13)
+            var alone = JSONOutput(capacity: 256)
+            EventLineWriter.accessory(event.accessory, into: &alone)
+            let objectAlone = alone.bytes()
+            #expect(Array(object) == objectAlone)
+            let entry = HistoryEntry(
+                seq: event.sequence, time: 1_796_000_000.25, kind: .connect, accessory: event.accessory,
+                eventSeq: event.sequence, actor: nil, holder: nil, reason: event.rejection)
+            var whole = JSONOutput(capacity: 256)
+            HistoryLineWriter.entry(entry, into: &whole)
+            var copied = JSONOutput(capacity: 256)
+            HistoryLineWriter.entry(entry, accessoryObject: object, into: &copied)
+            let (copiedBytes, wholeBytes) = (copied.bytes(), whole.bytes())
+            #expect(copiedBytes == wholeBytes)
+        }
+    }
 }

@@ -60,9 +60,12 @@ final class History {
     ///   - actor: who acted (the claimer, the admin who broke a claim).
     ///   - holder: the claim's holder.
     ///   - reason: a claim's or a break's reason, or a rejection's.
+    ///   - accessoryObject: `accessory`'s object as ``EventLineWriter`` wrote it already (in the event's line), for
+    ///     the writer to copy.
     func record(
         _ kind: HistoryEntry.Kind, accessory: Accessory, verdict: Authentication, accounts: AccountIDs,
-        eventSeq: UInt64? = nil, actor: Party? = nil, holder: Party? = nil, reason: String? = nil
+        eventSeq: UInt64? = nil, actor: Party? = nil, holder: Party? = nil, reason: String? = nil,
+        accessoryObject: ArraySlice<UInt8>? = nil
     ) {
         guard capacity > 0 else { return }
         lastSeq += 1
@@ -72,7 +75,7 @@ final class History {
                 actor: actor, holder: holder, reason: reason),
             verdict: verdict, accounts: accounts)
         ring.append(record)
-        writer?.take(record)
+        writer?.take(record, accessoryObject: accessoryObject)
     }
 
     /// The newest `query.limit` entries recorded after `query.since`, numbered below `query.before`, whose accessory

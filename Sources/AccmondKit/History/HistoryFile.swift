@@ -30,16 +30,17 @@ enum HistoryFile {
         EventLineWriter.literal("}\n", into: &out)
     }
 
-    /// A record's line, with its newline.
-    static func line(_ record: HistoryRecord, into out: inout JSONOutput) {
+    /// A record's line, with its newline; `accessoryObject`: its accessory's bytes, already written
+    /// (``HistoryLineWriter/entry(_:accessoryObject:into:)``).
+    static func line(_ record: HistoryRecord, accessoryObject: ArraySlice<UInt8>? = nil, into out: inout JSONOutput) {
         guard let audience = record.audience else {
             EventLineWriter.literal(#"{"admins":true,"entry":"#, into: &out)
-            HistoryLineWriter.entry(record.entry, into: &out)
+            HistoryLineWriter.entry(record.entry, accessoryObject: accessoryObject, into: &out)
             EventLineWriter.literal("}\n", into: &out)
             return
         }
         EventLineWriter.literal(#"{"entry":"#, into: &out)
-        HistoryLineWriter.entry(record.entry, into: &out)
+        HistoryLineWriter.entry(record.entry, accessoryObject: accessoryObject, into: &out)
         EventLineWriter.literal(#","gids":["#, into: &out)
         EventLineWriter.list(audience.gids, into: &out) { EventLineWriter.number(UInt64($0), into: &$1) }
         EventLineWriter.literal(#"],"uids":["#, into: &out)

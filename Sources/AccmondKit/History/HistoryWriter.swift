@@ -24,8 +24,15 @@ final class HistoryWriter: Sendable {
     /// How long the stop waits for the last write.
     static let finishTimeoutMilliseconds: Int32 = 5_000
 
+    /// A record handed over, with its accessory object's bytes when the loop wrote them already (in the event's
+    /// line): the thread copies them instead of writing the object again, and drops them once written.
+    struct Handed: Sendable {
+        var record: HistoryRecord
+        var accessoryObject: ArraySlice<UInt8>?
+    }
+
     private struct Pending {
-        var records: BoundedRing<HistoryRecord>
+        var records: BoundedRing<Handed>
         /// Set by ``finish(lastSeq:)``: write everything, reserve exactly this number, and end.
         var finishAt: UInt64?
     }
@@ -55,9 +62,9 @@ final class HistoryWriter: Sendable {
 
     /// Hands a new record to the thread. Called by the loop: a lock, an append, and a wake-up when the queue was
     /// empty (at most once per write interval).
-    func take(_ record: HistoryRecord) {
+    func take(_ record: HistoryRecord, accessoryObject: ArraySlice<UInt8>?) {
         let wasEmpty = pending.withLock { pending in
-            defer { pending.records.append(record) }
+            defer { pending.records.append(Handed(record: record, accessoryObject: accessoryObject)) }
             return pending.records.isEmpty
         }
         if wasEmpty { wakeup.signal() }
@@ -131,10 +138,10 @@ private struct FileState: Sendable {
 
     /// Writes a batch: appended, or the whole file rewritten when a write failed before or the file is due for
     /// compaction. A finishing write reserves exactly `finishingAt`.
-    mutating func write(_ batch: BoundedRing<HistoryRecord>, finishingAt: UInt64?) {
+    mutating func write(_ batch: BoundedRing<HistoryWriter.Handed>, finishingAt: UInt64?) {
         droppedUnlogged += batch.evicted
-        written.append(contentsOf: batch.elements)
-        lastSeq = max(lastSeq, batch.last?.entry.seq ?? 0)
+        for index in 0..<batch.count { written.append(batch[index].record) }
+        lastSeq = max(lastSeq, batch.last?.record.entry.seq ?? 0)
         let reservation: UInt64? =
             if let finishingAt {
                 finishingAt
@@ -150,10 +157,12 @@ private struct FileState: Sendable {
         }
     }
 
-    private mutating func append(_ batch: BoundedRing<HistoryRecord>, reserving reservation: UInt64?) {
+    private mutating func append(_ batch: BoundedRing<HistoryWriter.Handed>, reserving reservation: UInt64?) {
         guard let file else { return rewrite(reserving: reservation ?? reserved) }
         var out = JSONOutput(capacity: 64 + 800 * batch.count)
-        for index in 0..<batch.count { HistoryFile.line(batch[index], into: &out) }
+        for index in 0..<batch.count {
+            HistoryFile.line(batch[index].record, accessoryObject: batch[index].accessoryObject, into: &out)
+        }
         if let reservation { HistoryFile.reservation(reservation, into: &out) }
         let bytes = out.bytes()
         do throws(Errno) {

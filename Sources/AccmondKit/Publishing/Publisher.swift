@@ -90,19 +90,15 @@ final class Publisher {
         announced.accessory = verdict.announced(event.accessory)
         announced.rejection = event.change == .connect ? verdict.rejection : nil
         let accounts = state.authorizer.accounts
-        state.history.record(
-            event.change == .disconnect ? .disconnect : verdict.isAllowed ? .connect : .rejected,
-            accessory: announced.accessory, verdict: verdict, accounts: accounts, eventSeq: event.sequence,
-            reason: announced.rejection)
-        var line: [UInt8]?
+        // The line is written once, when someone is to get it; the history's writer copies its accessory object.
+        var encoded: (line: [UInt8], accessory: ArraySlice<UInt8>)?
         for session in state.sessions.all
         where session.receives(announced.accessory, verdict: verdict, accounts: accounts) {
-            let bytes = line ?? state.codec.encode(.event(announced))
-            line = bytes
+            let bytes = encoded?.line ?? encode(announced, into: &encoded)
             deliver(announced, bytes, to: session)
         }
         if !state.preserved.sessions.isEmpty {
-            let bytes = line ?? state.codec.encode(.event(announced))
+            let bytes = encoded?.line ?? encode(announced, into: &encoded)
             let recorded = state.preserved.record(announced, line: bytes) {
                 verdict.isVisible(to: $0, includingRejected: false, accounts: accounts)
             }
@@ -112,6 +108,19 @@ final class Publisher {
             }
             persistence.markDirty()
         }
+        state.history.record(
+            event.change == .disconnect ? .disconnect : verdict.isAllowed ? .connect : .rejected,
+            accessory: announced.accessory, verdict: verdict, accounts: accounts, eventSeq: event.sequence,
+            reason: announced.rejection, accessoryObject: encoded?.accessory)
+    }
+
+    /// The event's line, kept in `encoded` with its accessory object's bytes.
+    private func encode(
+        _ event: AccessoryEvent, into encoded: inout (line: [UInt8], accessory: ArraySlice<UInt8>)?
+    ) -> [UInt8] {
+        let made = state.codec.encodeEvent(event)
+        encoded = made
+        return made.line
     }
 
     /// Hands an event to one session (``Session/deliver(_:line:)``), then flushes it at the end of the turn or
