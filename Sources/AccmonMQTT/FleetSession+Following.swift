@@ -93,6 +93,11 @@ extension FleetSession {
                     _ = window!.fresh.apply(topic, payload: payload)
                     return
                 }
+            case .claimCheck:
+                if case .claim = topic, window!.levels.contains(level) {
+                    _ = window!.fresh.apply(topic, payload: payload)
+                    return
+                }
             case .statuses, .live:
                 break
             }
@@ -139,6 +144,8 @@ extension FleetSession {
             watching.dropSuspected = false
             watching.lastStatusCheck = now
             watching.statusChecks = listed.sorted()
+            // A dropped claim topic changes no count: the claims are read again too.
+            claimChecks += watching.statusChecks
         }
         if !watching.statusChecks.isEmpty {
             let levels = Array(watching.statusChecks.prefix(max(1, budget)))
@@ -153,6 +160,7 @@ extension FleetSession {
             try startHostWindow(plan.nextWindow())
             return nil
         }
+        if try startClaimCheck() { return nil }
         let quiet = now - min(watching.lastPacket, now)
         if watching.sinceMarker > 0, quiet >= Watching.markerAfterChanges || watching.sinceMarker >= brokerQueue / 4 {
             try startWindow(.live, filters: [], keep: true)

@@ -20,14 +20,18 @@ extension FleetSession {
         }
         if follows, case .all = options.selection {
             // Every host's changes from now on; each host's window brings what it holds.
-            try subscribe([topics.filter(.accessories)], options: [.noRetained])
+            try subscribe([topics.filter(.accessories), topics.allClaims], options: [.noRetained])
         }
         phase = .hosts
         // What came before is of no host yet read (FleetSession+Following.swift, closeInterval).
         watching.previousInterval = 0
         watching.sinceMarker = 0
-        while !plan.isEmpty || window != nil {
-            if window == nil || chainDue { try startHostWindow(plan.nextWindow()) }
+        while !plan.isEmpty || !claimChecks.isEmpty || window != nil {
+            if window == nil, plan.isEmpty {
+                _ = try startClaimCheck()
+            } else if window == nil || chainDue {
+                try startHostWindow(plan.nextWindow())
+            }
             try run { window == nil || chainDue }
         }
         changes = []
@@ -114,6 +118,9 @@ extension FleetSession {
         case .statusCheck(let levels):
             window.levels = Set(levels)
             packets += levels.count
+        case .claimCheck(let levels):
+            window.levels = Set(levels)
+            packets += levels.reduce(0) { $0 + claimCheckSize($1) }
         case .statuses, .index, .live:
             break
         }
@@ -129,14 +136,16 @@ extension FleetSession {
         if self.window == nil { self.window = window } else { ahead = window }
     }
 
-    /// A window of whole hosts: each host's status and accessory topics, subscribed together so that the count the
-    /// status carries and the topics read are of one moment.
+    /// A window of whole hosts: each host's status, accessory and claim topics, subscribed together so that the count
+    /// the status carries and the topics read are of one moment. The claims are not counted: a window in which the
+    /// broker may have dropped a message has its hosts' claims read again (FleetSession+Claims.swift).
     func startHostWindow(_ hosts: [FleetReadPlan.Host]) throws(MQTTError) {
         var filters: [String] = []
-        filters.reserveCapacity(hosts.count * 2)
+        filters.reserveCapacity(hosts.count * 3)
         for host in hosts {
             filters.append(topics.status(hostLevel: host.level))
             filters.append(topics.filter(.accessories, hostLevel: host.level))
+            filters.append(topics.claims(hostLevel: host.level))
         }
         let keep: Bool
         if case .all = options.selection { keep = false } else { keep = follows }
@@ -157,6 +166,7 @@ extension FleetSession {
         switch window.kind {
         case .hosts(let hosts): finishHosts(hosts, fresh: window.fresh, complete: complete)
         case .statusCheck(let levels): finishStatusCheck(levels, fresh: window.fresh)
+        case .claimCheck(let levels): finishClaimCheck(levels, fresh: window.fresh, complete: complete)
         case .statuses, .index, .live: break
         }
     }
@@ -188,6 +198,8 @@ extension FleetSession {
                         + "\(received + Self.uncountedPackets), or update the host's accmon-mqtt (docs/MQTT.md §5)")
             }
             watching.lastRecheck[level] = now
+            // Counts tell a dropped accessory topic, not a dropped claim topic.
+            if !complete { claimChecks.append(level) }
             if phase == .following {
                 changes += state.replaceHost(level: level, with: fresh.hosts[level])
             } else {

@@ -9,8 +9,10 @@ struct FleetWindow {
         case statuses
         /// Buckets of the host index.
         case index([Int])
-        /// Whole hosts: their statuses and accessory topics.
+        /// Whole hosts: their statuses, accessory and claim topics.
         case hosts([FleetReadPlan.Host])
+        /// The claim topics of hosts whose window may have lost some (FleetSession+Claims.swift).
+        case claimCheck([String])
         /// The statuses of hosts shown, to compare their counts with what is shown (following, after an interval in
         /// which the broker may have dropped a change).
         case statusCheck([String])
@@ -87,6 +89,9 @@ final class FleetSession {
     var pendingUnsubscribe: [String] = []
     /// What following keeps: the intervals between end markers, the hosts to read again.
     var watching = Watching()
+    /// Hosts whose claim topics are to be read again, and the most hosts one such read may hold.
+    var claimChecks: [String] = []
+    var claimCheckCap = Int.max
     var failure: MQTTError?
     var connected = false
     var awaitedSubscription: Int32?
@@ -134,6 +139,8 @@ final class FleetSession {
         phase = .connecting
         pendingUnsubscribe = []
         watching = Watching()
+        claimChecks = []
+        claimCheckCap = Int.max
         brokerQueue = options.brokerQueue
         plan = FleetReadPlan(budget: budget)
         let client = try MQTTClient(clientID: clientID, settings: settings)

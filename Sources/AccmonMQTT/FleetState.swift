@@ -11,18 +11,28 @@ public struct FleetHost: Sendable, Hashable {
     public var status: HostStatus?
     /// Its connected accessories, by the connection id of their topics.
     public var accessories: [UInt64: Accessory] = [:]
+    /// The claims on its connections, by the connection id of their claim topics (also of connections not shown:
+    /// a claim topic may come before its accessory's, or outlive it for a moment).
+    public var claims: [UInt64: FleetClaim] = [:]
 
     /// `online`, `offline`, or `unknown` for a host with no status message.
     public var stateName: String { status?.state.rawValue ?? "unknown" }
 
     /// The accessories in connection order.
     public var sortedAccessories: [Accessory] { accessories.keys.sorted().map { accessories[$0]! } }
+
+    /// The claim on an accessory shown, when it is claimed.
+    public func claim(of accessory: Accessory) -> FleetClaim? { claims[accessory.connectionID.rawValue] }
 }
 
 /// A change of the fleet's state, as a watcher sees it.
+///
+/// An accessory whose claim changed (taken, released, another holder) is a disconnection of the accessory with its
+/// old claim and a connection of it with its new one, one after the other in the same list of changes.
 public enum FleetChange: Sendable, Hashable {
-    case connected(host: String, Accessory)
-    case disconnected(host: String, Accessory)
+    /// An accessory shown, with its claim when it is claimed.
+    case connected(host: String, Accessory, claim: FleetClaim? = nil)
+    case disconnected(host: String, Accessory, claim: FleetClaim? = nil)
     /// A host's status changed (`nil`: its status message was deleted); without its counts.
     case status(host: String, HostStatus?)
 }
@@ -32,7 +42,7 @@ public struct FleetState: Sendable, Hashable {
     public let topics: FleetTopics
     /// The hosts by topic level.
     public private(set) var hosts: [String: FleetHost] = [:]
-    /// How many messages on fleet topics could not be read (not a status, not an accessory object).
+    /// How many messages on fleet topics could not be read (not a status, an accessory object or a claim).
     public private(set) var unreadable = 0
 
     public init(topics: FleetTopics) { self.topics = topics }
@@ -67,6 +77,13 @@ public struct FleetState: Sendable, Hashable {
             return Self.set(
                 connection, to: accessory,
                 in: &hosts[level, default: FleetHost(level: level, name: FleetTopics.decodeLevel(level))])
+        case .claim(let level, _, let connection):
+            let claim = payload.isEmpty ? nil : FleetClaim.decode(payload)
+            if !payload.isEmpty && claim == nil { unreadable += 1 }
+            guard claim != nil || hosts[level] != nil else { return [] }
+            return Self.setClaim(
+                connection, to: claim,
+                in: &hosts[level, default: FleetHost(level: level, name: FleetTopics.decodeLevel(level))])
         case .indexEntry:
             return []
         }
@@ -84,11 +101,29 @@ public struct FleetState: Sendable, Hashable {
         case (nil, nil): return []
         case (let previous?, let accessory?) where previous == accessory: return []
         default:
+            let claim = host.claims[connection]
             var changes: [FleetChange] = []
-            if let previous { changes.append(.disconnected(host: host.name, previous)) }
-            if let accessory { changes.append(.connected(host: host.name, accessory)) }
+            if let previous { changes.append(.disconnected(host: host.name, previous, claim: claim)) }
+            if let accessory { changes.append(.connected(host: host.name, accessory, claim: claim)) }
             return changes
         }
+    }
+
+    /// Sets the claim on one connection of a host; returns what changed: for an accessory shown, its disconnection
+    /// with the old claim and its connection with the new one.
+    private static func setClaim(_ connection: UInt64, to claim: FleetClaim?, in host: inout FleetHost) -> [FleetChange]
+    {
+        let previous =
+            if let claim {
+                host.claims.updateValue(claim, forKey: connection)
+            } else {
+                host.claims.removeValue(forKey: connection)
+            }
+        guard previous != claim, let accessory = host.accessories[connection] else { return [] }
+        return [
+            .disconnected(host: host.name, accessory, claim: previous),
+            .connected(host: host.name, accessory, claim: claim),
+        ]
     }
 
     /// Replaces what is known of one host (`nil`: forgets it), as a fresh read found it; returns what a watcher must
@@ -100,6 +135,14 @@ public struct FleetState: Sendable, Hashable {
         new.hosts[level] = host
         hosts[level] = host
         return old.changes(to: new)
+    }
+
+    /// Replaces the claims of one host shown, as a fresh read of its claim topics found them; returns what a watcher
+    /// must be told.
+    public mutating func replaceClaims(level: String, with claims: [UInt64: FleetClaim]) -> [FleetChange] {
+        guard var host = hosts[level], host.claims != claims else { return [] }
+        host.claims = claims
+        return replaceHost(level: level, with: host)
     }
 
     /// Sets what is known of one host (`nil`: forgets it), without working out what changed.
@@ -118,14 +161,20 @@ public struct FleetState: Sendable, Hashable {
             let name = new?.name ?? old?.name ?? FleetTopics.decodeLevel(level)
             for connection in (old?.accessories.keys.sorted() ?? []) {
                 let before = old!.accessories[connection]!
-                if new?.accessories[connection] != before { gone.append(.disconnected(host: name, before)) }
+                let claim = old!.claims[connection]
+                if new?.accessories[connection] != before || new?.claims[connection] != claim {
+                    gone.append(.disconnected(host: name, before, claim: claim))
+                }
             }
             if old?.status?.withoutCounts != new?.status?.withoutCounts {
                 came.append(.status(host: name, new?.status?.withoutCounts))
             }
             for connection in (new?.accessories.keys.sorted() ?? []) {
                 let after = new!.accessories[connection]!
-                if old?.accessories[connection] != after { came.append(.connected(host: name, after)) }
+                let claim = new!.claims[connection]
+                if old?.accessories[connection] != after || old?.claims[connection] != claim {
+                    came.append(.connected(host: name, after, claim: claim))
+                }
             }
         }
         return gone + came

@@ -29,6 +29,9 @@ extension FleetTopics {
     /// The filter of one host's retained claim topics.
     public func claims(host: String) -> String { "\(prefix)/\(Self.encodeLevel(host))/claims/+/+" }
 
+    /// The filter of one host's retained claim topics, from its topic level as it appears in topics.
+    public func claims(hostLevel: String) -> String { "\(prefix)/\(hostLevel)/claims/+/+" }
+
     /// The filter of every host's retained claim topics.
     public var allClaims: String { "\(prefix)/+/claims/+/+" }
 

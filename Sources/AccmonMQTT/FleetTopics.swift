@@ -2,6 +2,8 @@
 ///
 /// - `<prefix>/<host>/status`: retained, the host's ``HostStatus``;
 /// - `<prefix>/<host>/accessories/<accessoryID>/<connectionID>`: retained, the accessory object while connected;
+/// - `<prefix>/<host>/claims/<accessoryID>/<connectionID>`: retained, the claim on a connection while it is held
+///   (FleetTopics+Claims.swift);
 /// - `<prefix>/<host>/events`: each event line, not retained;
 /// - `<prefix>/<host>/sync`: the bridge's own end-of-retained marker;
 /// - `<prefix>/$readers/<clientID>`: a reader's end-of-retained marker;
@@ -79,6 +81,8 @@ public struct FleetTopics: Sendable, Hashable {
         case status(hostLevel: String)
         /// `<prefix>/<host>/accessories/<accessoryID>/<connectionID>`.
         case accessory(hostLevel: String, accessoryID: String, connectionID: UInt64)
+        /// `<prefix>/<host>/claims/<accessoryID>/<connectionID>`: the claim on one connection (docs/MQTT.md §12).
+        case claim(hostLevel: String, accessoryID: String, connectionID: UInt64)
         /// `<prefix>/$hosts/<bucket>/<host>`: an entry of the host index.
         case indexEntry(hostLevel: String)
 
@@ -90,12 +94,13 @@ public struct FleetTopics: Sendable, Hashable {
         /// The level of the host the topic belongs to.
         public var hostLevel: String {
             switch self {
-            case .status(let level), .accessory(let level, _, _), .indexEntry(let level): level
+            case .status(let level), .accessory(let level, _, _), .claim(let level, _, _), .indexEntry(let level): level
             }
         }
     }
 
-    /// What `topic` is, or `nil` for a topic that is neither a status, an accessory nor an index entry of this fleet.
+    /// What `topic` is, or `nil` for a topic that is neither a status, an accessory, a claim nor an index entry of this
+    /// fleet.
     public func parse(_ topic: String) -> Topic? {
         var utf8 = topic.utf8[...]
         guard utf8.starts(with: prefix.utf8) else { return nil }
@@ -113,16 +118,25 @@ public struct FleetTopics: Sendable, Hashable {
             return .indexEntry(hostLevel: String(Substring(level)))
         }
         if rest.elementsEqual("status".utf8) { return .status(hostLevel: host) }
-        let family = "accessories/".utf8
-        guard rest.starts(with: family) else { return nil }
-        let idAndConnection = rest.dropFirst(family.count)
+        let isClaim: Bool
+        let familyLength: Int
+        if rest.starts(with: "accessories/".utf8) {
+            (isClaim, familyLength) = (false, "accessories/".utf8.count)
+        } else if rest.starts(with: "claims/".utf8) {
+            (isClaim, familyLength) = (true, "claims/".utf8.count)
+        } else {
+            return nil
+        }
+        let idAndConnection = rest.dropFirst(familyLength)
         guard let idEnd = idAndConnection.firstIndex(of: UInt8(ascii: "/")) else { return nil }
         let connectionText = idAndConnection[idAndConnection.index(after: idEnd)...]
         guard !connectionText.contains(UInt8(ascii: "/")), let connection = UInt64(Substring(connectionText)) else {
             return nil
         }
         let id = Self.decodeLevel(String(Substring(idAndConnection[..<idEnd])))
-        return .accessory(hostLevel: host, accessoryID: id, connectionID: connection)
+        return isClaim
+            ? .claim(hostLevel: host, accessoryID: id, connectionID: connection)
+            : .accessory(hostLevel: host, accessoryID: id, connectionID: connection)
     }
 
     /// A family of retained topics each host publishes under `<prefix>/<host>/<family>/<id>/<connectionID>`; a host's

@@ -131,7 +131,7 @@ extension FleetOptions {
         state.sortedHosts.filter { shows(host: $0.name) }.map { host in
             FleetHostOutput(
                 host: host.name, state: host.stateName, status: host.status?.withoutCounts,
-                accessories: host.sortedAccessories.filter(filter.matches))
+                accessories: host.sortedAccessories.filter(filter.matches), claims: host.claims)
         }
     }
 
@@ -151,7 +151,6 @@ extension FleetOptions {
             try incompleteness(read)
             return
         }
-        let holders = try self.holders(settings)
         var cells: [String] = []
         cells.reserveCapacity(9 * hosts.reduce(0) { $0 + max($1.accessories.count, 1) })
         for host in hosts {
@@ -167,37 +166,11 @@ extension FleetOptions {
                 cells.append(
                     accessory.deviceNodes.count == 1
                         ? accessory.deviceNodes[0] : accessory.deviceNodes.joined(separator: ","))
-                cells.append(holders[HolderKey(host.host, accessory.connectionID.rawValue)] ?? "-")
+                cells.append(host.claim(of: accessory).map { ClaimsCommand.userLabel($0.holder) } ?? "-")
             }
         }
         writeOut(table(["HOST", "STATE", "CONN", "KIND", "ID", "NAME", "SERIAL", "NODES", "HOLDER"], cells: cells))
         try incompleteness(read)
-    }
-
-    struct HolderKey: Hashable {
-        var host: String
-        var connection: UInt64
-        init(_ host: String, _ connection: UInt64) {
-            self.host = host
-            self.connection = connection
-        }
-    }
-
-    /// Who holds each claimed connection of the fleet (docs/MQTT.md §12), from the retained claim topics.
-    private func holders(_ settings: BrokerSettings) throws(AccmonError) -> [HolderKey: String] {
-        do {
-            let client = try RemoteClaimClient(
-                settings: settings, topics: topics,
-                clientID: "accmon-list-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
-            defer { client.disconnect() }
-            var holders: [HolderKey: String] = [:]
-            for claim in try client.readClaims() {
-                holders[HolderKey(claim.host, claim.connectionID)] = ClaimsCommand.userLabel(claim.holder)
-            }
-            return holders
-        } catch {
-            throw fleetError(error)
-        }
     }
 
     /// Exit 1 after the output when the read is known to miss something (the warnings above say what).
@@ -222,7 +195,8 @@ extension FleetOptions {
                         for host in shown.output(state, filter) {
                             writeOut(statusLine(host.host, host.status, style: style))
                             for accessory in host.accessories {
-                                writeOut(humanLine("present", accessory, host: host.host, style: style))
+                                let claim = host.claim(of: accessory).map { [claimDetail($0, style: style)] } ?? []
+                                writeOut(humanLine("present", accessory, host: host.host, details: claim, style: style))
                             }
                         }
                     }
@@ -241,17 +215,46 @@ extension FleetOptions {
         struct AccessoryLine: Encodable {
             var type: String
             var host: String
-            var accessory: Accessory
+            var accessory: FleetAccessory
         }
         struct StatusLine: Encodable {
             var type = "status"
             var host: String
             var status: HostStatus?
         }
+        // Human lines: an accessory whose claim alone changed is one `claimed` or `released` line.
+        var claimChanges: [Int: FleetClaim?] = [:]
+        var skipped: Set<Int> = []
+        if !json {
+            var gone: [ClaimKey: (index: Int, accessory: Accessory)] = [:]
+            for (index, change) in changes.enumerated() {
+                if case .disconnected(let host, let accessory, _) = change {
+                    gone[ClaimKey(host: host, connection: accessory.connectionID)] = (index, accessory)
+                }
+            }
+            for (index, change) in changes.enumerated() {
+                guard case .connected(let host, let accessory, let claim) = change,
+                    let before = gone[ClaimKey(host: host, connection: accessory.connectionID)],
+                    before.accessory == accessory
+                else { continue }
+                skipped.insert(before.index)
+                claimChanges[index] = claim
+            }
+        }
         var text = ""
-        for change in changes {
+        for (index, change) in changes.enumerated() where !skipped.contains(index) {
+            if let claim = claimChanges[index], case .connected(let host, let accessory, _) = change {
+                guard shows(host: host), filter.matches(accessory) else { continue }
+                text +=
+                    claim.map {
+                        humanLine(
+                            "claimed", accessory, host: host, details: [claimDetail($0, style: style, lead: "by")],
+                            style: style)
+                    } ?? humanLine("released", accessory, host: host, style: style)
+                continue
+            }
             switch change {
-            case .connected(let host, let accessory), .disconnected(let host, let accessory):
+            case .connected(let host, let accessory, let claim), .disconnected(let host, let accessory, let claim):
                 guard shows(host: host), filter.matches(accessory) else {
                     continue
                 }
@@ -259,7 +262,8 @@ extension FleetOptions {
                 if case .connected = change { type = "connect" } else { type = "disconnect" }
                 text +=
                     json
-                    ? jsonLine(AccessoryLine(type: type, host: host, accessory: accessory))
+                    ? jsonLine(
+                        AccessoryLine(type: type, host: host, accessory: FleetAccessory(accessory, claim: claim)))
                     : humanLine(type, accessory, host: host, style: style)
             case .status(let host, let status):
                 guard shows(host: host) else { continue }
@@ -268,6 +272,20 @@ extension FleetOptions {
         }
         return text
     }
+}
+
+/// A host and a connection of it.
+struct ClaimKey: Hashable {
+    var host: String
+    var connection: ConnectionID
+}
+
+/// Who holds a claim, since when, why, and how many wait: the end of a human line.
+func claimDetail(_ claim: FleetClaim, style: Style, lead: String = "claimed by") -> String {
+    style.paint(
+        "\(lead) \(ClaimsCommand.userLabel(claim.holder)) since \(clockTime(claim.since))"
+            + (claim.reason.isEmpty ? "" : ": \(quotedIfNeeded(claim.reason))")
+            + (claim.waiting > 0 ? " (\(claim.waiting) waiting)" : ""), "35")
 }
 
 /// A host's status as one human line: time, host, online or offline, and since when.

@@ -23,8 +23,9 @@ struct ListCommand: Command {
         \(filterOptionsHelp)
         \(CommonOptions.help)
 
-        Fleet view (every host's bridge, through an MQTT broker; with --json:
-        {"version":1,"hosts":[{"host":...,"state":...,"status":{...},"accessories":[...]}]}):
+        Fleet view (every host's bridge, through an MQTT broker, with a HOLDER column; with --json:
+        {"version":1,"hosts":[{"host":...,"state":...,"status":{...},"accessories":[...]}]}, a claimed
+        accessory's object with its "claim"):
         \(FleetOptions.help)
 
         """

@@ -34,7 +34,8 @@ struct WatchCommand: Command {
         \(CommonOptions.help)
 
         Fleet view (every host's bridge, through an MQTT broker; with --json: a "fleet" line, then "connect",
-        "disconnect" and "status" lines, each with its "host"):
+        "disconnect" and "status" lines, each with its "host"; a claimed accessory's object has its "claim", and a
+        claim's change is a "disconnect" of the old object and a "connect" of the new):
         \(FleetOptions.help)
 
         """

@@ -21,6 +21,23 @@ private func objectPayload(_ accessory: Accessory) -> [UInt8] {
     return Array(line[start..<end].utf8)
 }
 
+/// The retained claim payload the bridge publishes for one connection.
+private func claimPayload(_ host: String, _ accessory: Accessory, _ claim: FleetClaim) -> [UInt8] {
+    let summary = ClaimSummary(
+        claimID: claim.claimID, holder: claim.holder, since: claim.since, reason: claim.reason, waiting: claim.waiting,
+        connections: [accessory.connectionID], accessoryIDs: [accessory.accessoryID])
+    let state = RemoteClaimState(
+        host: host, accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue, summary: summary)
+    return Array(try! JSONEncoder().encode(state))
+}
+
+private let claims = [
+    FleetClaim(claimID: "c-1", holder: Party(user: "ci", remote: true), since: 1_796_184_996.5, reason: "", waiting: 0),
+    FleetClaim(
+        claimID: "c-2", holder: Party(user: "alice", uid: 1000, pid: 42, client: "flasher"), since: 1_796_184_997,
+        reason: "flashing fw/2.1", waiting: 2),
+]
+
 private func status(_ host: String, _ state: HostStatus.State) -> HostStatus {
     HostStatus(state: state, host: host, machineID: "m", runID: "r", since: 1, bridge: "0.1.0")
 }
@@ -59,21 +76,26 @@ private func status(_ host: String, _ state: HostStatus.State) -> HostStatus {
 /// What a watcher shows: each host's status and accessories.
 private struct WatcherView: Equatable {
     var statuses: [String: HostStatus] = [:]
-    var accessories: [String: Set<Accessory>] = [:]
+    /// Each accessory with its claim.
+    var accessories: [String: Set<FleetAccessory>] = [:]
 
     init(_ state: FleetState) {
         for host in state.hosts.values {
             if let status = host.status { statuses[host.name] = status }
-            if !host.accessories.isEmpty { accessories[host.name] = Set(host.accessories.values) }
+            if !host.accessories.isEmpty {
+                accessories[host.name] = Set(
+                    host.accessories.values.map { FleetAccessory($0, claim: host.claim(of: $0)) })
+            }
         }
     }
 
     mutating func apply(_ changes: [FleetChange]) {
         for change in changes {
             switch change {
-            case .connected(let host, let accessory): accessories[host, default: []].insert(accessory)
-            case .disconnected(let host, let accessory):
-                accessories[host]?.remove(accessory)
+            case .connected(let host, let accessory, let claim):
+                accessories[host, default: []].insert(FleetAccessory(accessory, claim: claim))
+            case .disconnected(let host, let accessory, let claim):
+                #expect(accessories[host]?.remove(FleetAccessory(accessory, claim: claim)) != nil, "shown before")
                 if accessories[host]?.isEmpty == true { accessories[host] = nil }
             case .status(let host, let status): statuses[host] = status
             }
@@ -87,19 +109,34 @@ private struct WatcherView: Equatable {
     let accessories = (0..<6).map {
         Accessory(kind: .usb, connectionID: ConnectionID(UInt64($0)), name: "n\($0)", serialNumber: "S\($0 % 3)")
     }
+    /// A random message: a status, an accessory object or a claim, set or deleted.
+    func randomMessage() -> (topic: String, payload: [UInt8]) {
+        let host = hosts.randomElement(using: &random)!
+        let accessory = accessories.randomElement(using: &random)!
+        switch random.next(below: 4) {
+        case 0:
+            let value = [nil, status(host, .online), status(host, .offline)].randomElement(using: &random)!
+            return (topics.status(host: host), value?.payload ?? [])
+        case 1:
+            let claim = [nil, claims[0], claims[1]].randomElement(using: &random)!
+            return (
+                topics.claim(
+                    host: host, accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue),
+                claim.map { claimPayload(host, accessory, $0) } ?? []
+            )
+        default:
+            return (
+                topics.accessory(
+                    host: host, accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue),
+                Bool.random(using: &random) ? objectPayload(accessory) : []
+            )
+        }
+    }
     func randomState() -> FleetState {
         var state = FleetState(topics: topics)
         for _ in 0..<random.next(below: 20) {
-            let host = hosts.randomElement(using: &random)!
-            if random.next(below: 4) == 0 {
-                let value = [nil, status(host, .online), status(host, .offline)].randomElement(using: &random)!
-                _ = state.apply(topic: topics.status(host: host), payload: value?.payload ?? [])
-            } else {
-                let accessory = accessories.randomElement(using: &random)!
-                let topic = topics.accessory(
-                    host: host, accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue)
-                _ = state.apply(topic: topic, payload: Bool.random(using: &random) ? objectPayload(accessory) : [])
-            }
+            let message = randomMessage()
+            _ = state.apply(topic: message.topic, payload: message.payload)
         }
         return state
     }
@@ -108,7 +145,36 @@ private struct WatcherView: Equatable {
         var view = WatcherView(old)
         view.apply(old.changes(to: new))
         #expect(view == WatcherView(new))
+        // The changes of each message, one at a time, as a follower is told them.
+        var state = old
+        view = WatcherView(old)
+        for _ in 0..<10 {
+            let message = randomMessage()
+            view.apply(state.apply(topic: message.topic, payload: message.payload))
+            #expect(view == WatcherView(state))
+        }
     }
+    #expect(randomState().unreadable == 0)
+}
+
+@Test func aClaimTakenOrReleasedIsADisconnectionAndAConnectionOfItsAccessory() {
+    var state = FleetState(topics: topics)
+    let stick = Accessory(kind: .usb, connectionID: ConnectionID(7), name: "stick", vendorID: "1209", productID: "0001")
+    let claimTopic = topics.claim(host: "h", accessoryID: stick.accessoryID, connectionID: 7)
+    // A claim topic before its accessory's: kept, nothing shown yet.
+    #expect(state.apply(topic: claimTopic, payload: claimPayload("h", stick, claims[0])) == [])
+    let topic = topics.accessory(host: "h", accessoryID: stick.accessoryID, connectionID: 7)
+    #expect(
+        state.apply(topic: topic, payload: objectPayload(stick)) == [.connected(host: "h", stick, claim: claims[0])])
+    #expect(
+        state.apply(topic: claimTopic, payload: claimPayload("h", stick, claims[1]))
+            == [.disconnected(host: "h", stick, claim: claims[0]), .connected(host: "h", stick, claim: claims[1])])
+    #expect(state.apply(topic: claimTopic, payload: claimPayload("h", stick, claims[1])) == [], "the same claim again")
+    #expect(
+        state.apply(topic: claimTopic, payload: [])
+            == [.disconnected(host: "h", stick, claim: claims[1]), .connected(host: "h", stick)])
+    #expect(state.apply(topic: claimTopic, payload: Array("held".utf8)) == [])
+    #expect(state.unreadable == 1)
 }
 
 @Test func aStatusChangingOnlyItsCountIsKeptWithoutTellingWatchers() {
@@ -184,6 +250,16 @@ private struct WatcherView: Equatable {
                         state: .offline, host: Fixtures.randomText(using: &random), machineID: "m/1", runID: "r",
                         since: 1_796_144_465.2613926, bridge: "0.1.0", reason: "stopped") : nil,
                 accessories: (0..<random.next(below: 4)).map { _ in Fixtures.randomAccessory(using: &random) })
+        }.map { host in
+            // Some accessories claimed, with any text in the claim.
+            var claimed = host
+            for accessory in host.accessories where random.next(below: 3) == 0 {
+                var claim = claims.randomElement(using: &random)!
+                claim.reason = Fixtures.randomText(using: &random)
+                claim.holder.user = Fixtures.randomText(using: &random)
+                claimed.claims[accessory.connectionID.rawValue] = claim
+            }
+            return claimed
         }
         let expected = Array(try encoder.encode(Line(hosts: hosts))) + [UInt8(ascii: "\n")]
         let written = FleetHostOutput.jsonLine(hosts, then: #","type":"fleet"}"#)

@@ -78,8 +78,14 @@ private func isCleanLevel(_ level: String) -> Bool {
         topics.parse(accessory)
             == .accessory(hostLevel: "lab%2F1", accessoryID: "usb:-:-:sysfs=/sys/x", connectionID: 42))
     #expect(topics.parse("site/accmon/lab%2F1/status") == .status(hostLevel: "lab%2F1"))
+    let claim = topics.claim(host: "lab/1", accessoryID: "usb:-:-:sysfs=/sys/x", connectionID: 42)
+    #expect(claim == "site/accmon/lab%2F1/claims/usb:-:-:sysfs=%2Fsys%2Fx/42")
+    #expect(topics.parse(claim) == .claim(hostLevel: "lab%2F1", accessoryID: "usb:-:-:sysfs=/sys/x", connectionID: 42))
+    #expect(topics.claims(hostLevel: "lab%2F1") == "site/accmon/lab%2F1/claims/+/+")
     for other in [
-        "site/accmon/lab-1/events", "site/accmon/lab-1/sync", "site/accmon/lab-1/accessories/x", "site/accmon/status",
+        "site/accmon/lab-1/claims/x", "site/accmon/lab-1/claims/x/notanumber", "site/accmon/lab-1/claims/x/1/2",
+        "site/accmon/lab-1/claim-requests/ci", "site/accmon/lab-1/claim-replies/ci/x", "site/accmon/lab-1/events",
+        "site/accmon/lab-1/sync", "site/accmon/lab-1/accessories/x", "site/accmon/status",
         "site/accmon/lab-1/accessories/x/notanumber", "site/accmonx/lab-1/status", "other/lab-1/status",
         "site/accmon//status", "site/accmon/$readers/cli",
     ] {

@@ -1,19 +1,20 @@
-"""Claims (check-out) as the page and /metrics show them, with fixture data through the real server and the real
-browser: the reader is a fixture ``accmon`` (``--accmon``) that prints what ``accmon watch --broker --json`` prints
-for a fleet whose accessories carry a ``claim`` (issues 27/28), then what the test appends to its file. Everything
-after the reader's standard output is the dashboard's real path."""
+"""Claims (check-out) as the page and /metrics show them, through the real server and the real browser: first with
+fixture data, the reader being a fixture ``accmon`` (``--accmon``) that prints what ``accmon watch --broker --json``
+prints for a fleet whose accessories carry a ``claim`` (issues 27/28), then what the test appends to its file; then
+with the real reader, from retained claim topics on a real mosquitto (docs/MQTT.md §12)."""
 
 from __future__ import annotations
 
 import json
 import os
 import stat
+import subprocess
 import sys
 import time
 from typing import Any, Dict, List, Optional
 
 from page import cell_text, fetch, metric_families, rows
-from rig import DashboardProcess, eventually
+from rig import ACCMON, DashboardProcess, Mosquitto, eventually
 
 SINCE = 1796000000.1
 ALICE = {"client": "flasher", "pid": 4242, "remote": False, "uid": 1000, "user": "alice"}
@@ -114,3 +115,49 @@ def test_the_holder_and_since_of_a_claim_show_and_change_live(browser: Any, work
         assert claims_metric(dashboard.url) == {"lab-1": 1}
     finally:
         dashboard.close()
+
+
+def publish_retained(broker: Mosquitto, topic: str, payload: Optional[Dict[str, Any]]) -> None:
+    """Publishes `payload` (compact JSON) retained on `topic`; `None` deletes the retained message."""
+    message = ["-n"] if payload is None else ["-m", json.dumps(payload, separators=(",", ":"), sort_keys=True)]
+    subprocess.run(["mosquitto_pub", "-p", str(broker.port), "-q", "1", "-r", "-t", topic, *message], check=True)
+
+
+def claim_state(host: str, value: Dict[str, Any], claim: Dict[str, Any]) -> Dict[str, Any]:
+    """The retained payload of a claim topic, as the bridge publishes it."""
+    return {"accessoryID": value["accessoryID"], "connectionID": value["connectionID"], "host": host,
+            "reason": "", "state": "held", "waiting": 0, **claim}  # fmt: skip
+
+
+def test_retained_claims_through_the_real_reader_show_and_change_live(browser: Any, work: str) -> None:
+    broker = Mosquitto(work)
+    board, probe = accessory(1, "Board"), accessory(2, "Probe")
+    publish_retained(broker, "accmon/lab-1/status", {**status("lab-1"), "retained": {"accessories": 2}})
+    for value in (board, probe):
+        publish_retained(broker, f"accmon/lab-1/accessories/{value['accessoryID']}/{value['connectionID']}", value)
+    board_claim = f"accmon/lab-1/claims/{board['accessoryID']}/1"
+    probe_claim = f"accmon/lab-1/claims/{probe['accessoryID']}/2"
+    claimed = {"claimID": "c-3", "holder": ALICE, "since": SINCE, "reason": "flashing", "waiting": 1}
+    publish_retained(broker, board_claim, claim_state("lab-1", board, claimed))
+    dashboard = DashboardProcess(["--broker", broker.url, "--accmon", ACCMON])
+    try:
+        browser.get(dashboard.url + "/")
+        eventually(lambda: rows(browser) == {("lab-1", 1), ("lab-1", 2)}, 15, "the two rows")
+        eventually(lambda: cell_text(browser, "lab-1", 1, "col-holder") == "alice (uid 1000, pid 4242, flasher)1 waiting",
+                   15, "the holder of the retained claim")  # fmt: skip
+        assert cell_text(browser, "lab-1", 2, "col-holder") == "–"
+        assert claims_metric(dashboard.url) == {"lab-1": 1}
+
+        # The bridge deletes one claim topic and publishes another: the page follows, without a reload.
+        publish_retained(broker, board_claim, None)
+        remote = {"claimID": "c-4", "holder": {"remote": True, "user": "ci"}, "since": SINCE + 60}
+        publish_retained(broker, probe_claim, claim_state("lab-1", probe, remote))
+        eventually(lambda: cell_text(browser, "lab-1", 2, "col-holder") == "ci (remote)", 15, "the remote holder")
+        eventually(lambda: cell_text(browser, "lab-1", 1, "col-holder") == "–", 15, "the released board")
+        kinds = browser.execute_script("return Array.from(document.querySelectorAll('#events li'), (li) => li.dataset.kind);")
+        assert sorted(kinds) == ["claim", "release"], kinds
+        assert rows(browser) == {("lab-1", 1), ("lab-1", 2)}
+        assert claims_metric(dashboard.url) == {"lab-1": 1}
+    finally:
+        dashboard.close()
+        broker.close()
