@@ -102,41 +102,71 @@ public struct FleetTopics: Sendable, Hashable {
     /// What `topic` is, or `nil` for a topic that is neither a status, an accessory, a claim nor an index entry of this
     /// fleet.
     public func parse(_ topic: String) -> Topic? {
-        var utf8 = topic.utf8[...]
-        guard utf8.starts(with: prefix.utf8) else { return nil }
-        utf8 = utf8.dropFirst(prefix.utf8.count)
-        guard utf8.popFirst() == UInt8(ascii: "/"), let hostEnd = utf8.firstIndex(of: UInt8(ascii: "/")),
-            hostEnd != utf8.startIndex
+        var topic = topic
+        return topic.withUTF8 { parse(bytes: $0) }
+    }
+
+    /// ``parse(_:)`` on a topic's UTF-8 bytes: one message of a fleet's read is one topic, so this runs on bytes in
+    /// place and makes strings only of the levels it returns.
+    private func parse(bytes topic: UnsafeBufferPointer<UInt8>) -> Topic? {
+        let slash = UInt8(ascii: "/")
+        let prefixLength = prefix.utf8.count
+        guard topic.count > prefixLength, topic[prefixLength] == slash,
+            prefix.utf8.elementsEqual(topic[..<prefixLength])
         else { return nil }
-        let host = String(Substring(utf8[..<hostEnd]))
-        let rest = utf8[utf8.index(after: hostEnd)...]
-        if host.utf8.first == UInt8(ascii: "$") {
-            // Never a host: an encoded level does not start with '$'. `$hosts` is the index.
-            guard host == "$hosts", let bucketEnd = rest.firstIndex(of: UInt8(ascii: "/")) else { return nil }
-            let level = rest[rest.index(after: bucketEnd)...]
-            guard !level.isEmpty, !level.contains(UInt8(ascii: "/")) else { return nil }
-            return .indexEntry(hostLevel: String(Substring(level)))
+        let hostStart = prefixLength + 1
+        guard let hostEnd = Self.index(of: slash, in: topic, from: hostStart), hostEnd != hostStart else { return nil }
+        let rest = hostEnd + 1
+        func text(_ range: Range<Int>) -> String {
+            String(decoding: UnsafeBufferPointer(rebasing: topic[range]), as: UTF8.self)
         }
-        if rest.elementsEqual("status".utf8) { return .status(hostLevel: host) }
+        func restIs(_ word: StaticString) -> Bool {
+            word.withUTF8Buffer { word in
+                topic.count - rest == word.count && word.elementsEqual(topic[rest...])
+            }
+        }
+        func restStarts(with word: StaticString) -> Bool {
+            word.withUTF8Buffer { word in
+                topic.count - rest >= word.count && word.elementsEqual(topic[rest..<(rest + word.count)])
+            }
+        }
+        if topic[hostStart] == UInt8(ascii: "$") {
+            // Never a host: an encoded level does not start with '$'. `$hosts` is the index.
+            guard text(hostStart..<hostEnd) == "$hosts", let bucketEnd = Self.index(of: slash, in: topic, from: rest)
+            else { return nil }
+            let level = (bucketEnd + 1)..<topic.count
+            guard !level.isEmpty, Self.index(of: slash, in: topic, from: level.lowerBound) == nil else { return nil }
+            return .indexEntry(hostLevel: text(level))
+        }
+        let host = text(hostStart..<hostEnd)
+        if restIs("status") { return .status(hostLevel: host) }
         let isClaim: Bool
-        let familyLength: Int
-        if rest.starts(with: "accessories/".utf8) {
-            (isClaim, familyLength) = (false, "accessories/".utf8.count)
-        } else if rest.starts(with: "claims/".utf8) {
-            (isClaim, familyLength) = (true, "claims/".utf8.count)
+        let idStart: Int
+        if restStarts(with: "accessories/") {
+            (isClaim, idStart) = (false, rest + "accessories/".utf8.count)
+        } else if restStarts(with: "claims/") {
+            (isClaim, idStart) = (true, rest + "claims/".utf8.count)
         } else {
             return nil
         }
-        let idAndConnection = rest.dropFirst(familyLength)
-        guard let idEnd = idAndConnection.firstIndex(of: UInt8(ascii: "/")) else { return nil }
-        let connectionText = idAndConnection[idAndConnection.index(after: idEnd)...]
-        guard !connectionText.contains(UInt8(ascii: "/")), let connection = UInt64(Substring(connectionText)) else {
-            return nil
-        }
-        let id = Self.decodeLevel(String(Substring(idAndConnection[..<idEnd])))
+        guard let idEnd = Self.index(of: slash, in: topic, from: idStart),
+            Self.index(of: slash, in: topic, from: idEnd + 1) == nil,
+            let connection = UInt64(text((idEnd + 1)..<topic.count))
+        else { return nil }
+        let id = Self.decodeLevel(text(idStart..<idEnd))
         return isClaim
             ? .claim(hostLevel: host, accessoryID: id, connectionID: connection)
             : .accessory(hostLevel: host, accessoryID: id, connectionID: connection)
+    }
+
+    /// The index of the first `byte` in `bytes` at or after `start`.
+    private static func index(of byte: UInt8, in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        var index = start
+        while index < bytes.count {
+            if bytes[index] == byte { return index }
+            index += 1
+        }
+        return nil
     }
 
     /// A family of retained topics each host publishes under `<prefix>/<host>/<family>/<id>/<connectionID>`; a host's

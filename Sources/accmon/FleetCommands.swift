@@ -146,30 +146,13 @@ extension FleetOptions {
         }
         for warning in read.warnings { writeError(warning + "\n") }
         let hosts = output(read.state, filter)
+        keepUntilExit((read, hosts))
         if json {
             writeOut(FleetHostOutput.jsonLine(hosts, then: #","version":\#(jsonOutputVersion)}"#))
             try incompleteness(read)
             return
         }
-        var cells: [String] = []
-        cells.reserveCapacity(9 * hosts.reduce(0) { $0 + max($1.accessories.count, 1) })
-        for host in hosts {
-            if host.accessories.isEmpty { cells += [host.host, host.state, "-", "-", "-", "-", "-", "-", "-"] }
-            for accessory in host.accessories {
-                cells.append(host.host)
-                cells.append(host.state)
-                cells.append(accessory.connectionID.description)
-                cells.append(accessory.kind.rawValue)
-                cells.append(accessory.usbID)
-                cells.append(quotedIfNeeded(accessory.name))
-                cells.append(quotedIfNeeded(accessory.serialNumber))
-                cells.append(
-                    accessory.deviceNodes.count == 1
-                        ? accessory.deviceNodes[0] : accessory.deviceNodes.joined(separator: ","))
-                cells.append(host.claim(of: accessory).map { ClaimsCommand.userLabel($0.holder) } ?? "-")
-            }
-        }
-        writeOut(table(["HOST", "STATE", "CONN", "KIND", "ID", "NAME", "SERIAL", "NODES", "HOLDER"], cells: cells))
+        for piece in await FleetTable.pieces(hosts) { writeOut(piece) }
         try incompleteness(read)
     }
 
