@@ -7,10 +7,10 @@
  * The same reads in the same order: the end-marker topic `P/$readers/<id>` (a QoS 1 probe echoed once), then every
  * status `P/+/status` in one read (or, with --host, none), the host index `P/$hosts/<bucket>/+` in windows of buckets
  * when that read may have lost messages, then the hosts sorted by topic level in windows of whole hosts: each host's
- * status and accessory topics, as many hosts as fit (L - 8) * 9 / 20 messages (a host counts 1 + the accessories its
- * status says, or the mean of those known), the next window started once the oldest one's SUBACK came, the filters of
- * the windows ended unsubscribed with the next SUBSCRIBE. Each read
- * ends when its QoS 0 end marker comes back; another marker goes when nothing arrives for 0.2 s after L packets (1 s
+ * status, accessory and claim topics, as many hosts as fit (L - 8) * 9 / 20 messages (a host counts 1 + the
+ * accessories its status says, or the mean of those known), the next window started once the oldest one's SUBACK
+ * came, the filters of the windows ended unsubscribed with the next SUBSCRIBE. Each read ends when its QoS 0 end
+ * marker comes back; another marker goes when nothing arrives for 0.2 s after L packets (1 s
  * before); TCP_QUICKACK goes on after each read, as accmon's reader does. The work is only what choosing the windows
  * needs: the host level from each status topic, and its count (strstr); no JSON is decoded, nothing is kept of the
  * accessories. Prints one JSON line
@@ -287,7 +287,7 @@ int main(int argc, char **argv) {
         if (hosts[i].count >= 0) known++, known_topics += hosts[i].count;
     int estimate = known == 0 ? 16 : (int)((known_topics + known - 1) / known);
     /* Windows of whole hosts; the next one starts once the oldest one's SUBACK came (accmon's `list` does). */
-    char **filters = malloc(2 * (host_count + 1) * sizeof *filters);
+    char **filters = malloc(3 * (host_count + 1) * sizeof *filters);
     for (size_t next = 0; next < host_count || open_count > 0;) {
         if (next < host_count && open_count < 2) {
             int count = 0, total = 0;
@@ -295,14 +295,15 @@ int main(int argc, char **argv) {
                 int size = 1 + (hosts[next].count >= 0 ? hosts[next].count : estimate);
                 if (count > 0 && total + size > budget) break;
                 total += size;
-                filters[2 * count] = malloc(strlen(hosts[next].level) + prefix_length + 32);
-                sprintf(filters[2 * count], "%s/%s/status", prefix, hosts[next].level);
-                filters[2 * count + 1] = malloc(strlen(hosts[next].level) + prefix_length + 32);
-                sprintf(filters[2 * count + 1], "%s/%s/accessories/+/+", prefix, hosts[next].level);
+                const char *families[] = {"status", "accessories/+/+", "claims/+/+"};
+                for (int f = 0; f < 3; f++) {
+                    filters[3 * count + f] = malloc(strlen(hosts[next].level) + prefix_length + 32);
+                    sprintf(filters[3 * count + f], "%s/%s/%s", prefix, hosts[next].level, families[f]);
+                }
                 count++, next++;
             } while (next < host_count);
-            open_window(filters, 2 * count);
-            for (int i = 0; i < 2 * count; i++) free(filters[i]);
+            open_window(filters, 3 * count);
+            for (int i = 0; i < 3 * count; i++) free(filters[i]);
             windows++;
         }
         drive_window(next < host_count);
