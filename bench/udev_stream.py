@@ -389,7 +389,7 @@ try:
                 accmond_log.new_lines()  # what accmond logged before this burst
                 first, sent, received, cpu, sender = run_stream(burst, 0, receivers, watch.pid, quiet_seconds=5.0)
                 logged = accmond_log.new_lines()
-                suspended = sum("suspending the client" in line for line in logged)
+                suspended = sum("suspending" in line for line in logged)  # over its budget, or not reading
                 monitor_lost = sum("udev monitor lost" in line for line in logged)
                 start = min(min(times.values()) for times in sent.values())
                 for name in receivers:
@@ -398,7 +398,8 @@ try:
                     record = {"bench": "burst", "tool": name, "repeat": repeat, "events": burst,
                               "received": len(got), "lost": burst - len(got),
                               "events_per_s": round(len(got) / elapsed) if got else 0,
-                              "seconds": round(elapsed, 4), "sender_seconds": sender["seconds"]}
+                              "seconds": round(elapsed, 4), "sender_seconds": sender["seconds"],
+                              "send_errors": sender["send_errors"]}
                     if name == "accmon-watch":
                         # A watcher accmond suspended (it fell behind its output budget) has a connect and the
                         # disconnect after it removed from its queue together, as docs/PROTOCOL.md §6 promises: such
