@@ -72,7 +72,7 @@ extension FleetSession {
     func message(_ topic: FleetTopics.Topic, payload: [UInt8]) {
         let level = topic.hostLevel
         if ahead?.levels.contains(level) == true, topic.isHostTopic {
-            _ = ahead!.fresh.apply(topic, payload: payload)
+            _ = ahead!.fresh.apply(topic, payload: payload, reporting: false)
             return
         }
         if window != nil {
@@ -85,17 +85,17 @@ extension FleetSession {
                 }
             case .hosts:
                 if window!.levels.contains(level) {
-                    _ = window!.fresh.apply(topic, payload: payload)
+                    _ = window!.fresh.apply(topic, payload: payload, reporting: false)
                     return
                 }
             case .statusCheck:
                 if case .status = topic, window!.levels.contains(level) {
-                    _ = window!.fresh.apply(topic, payload: payload)
+                    _ = window!.fresh.apply(topic, payload: payload, reporting: false)
                     return
                 }
             case .claimCheck:
                 if case .claim = topic, window!.levels.contains(level) {
-                    _ = window!.fresh.apply(topic, payload: payload)
+                    _ = window!.fresh.apply(topic, payload: payload, reporting: false)
                     return
                 }
             case .statuses, .live:
@@ -104,7 +104,7 @@ extension FleetSession {
         }
         if case .indexEntry = topic { return }
         guard options.selection.includes(hostLevel: level) else { return }
-        let shown = state.apply(topic, payload: payload)
+        let shown = state.apply(topic, payload: payload, reporting: phase == .following)
         if phase == .following { changes += shown }
         guard case .status = topic, let host = state.hosts[level], host.status != nil else { return }
         if !listed.contains(level), phase == .hosts || phase == .following {

@@ -89,6 +89,8 @@ final class FleetSession {
     var pendingUnsubscribe: [String] = []
     /// What following keeps: the intervals between end markers, the hosts to read again.
     var watching = Watching()
+    /// When the packets being handled arrived: the clock read once for each batch `poll` announced, not per packet.
+    private var packetTime: UInt64 = 0
     /// Hosts whose claim topics are to be read again, and the most hosts one such read may hold.
     var claimChecks: [String] = []
     var claimCheckCap = Int.max
@@ -187,6 +189,7 @@ final class FleetSession {
                 fd: socket.rawValue, events: Int16(POLLIN | (client.wantsWrite ? POLLOUT : 0)), revents: 0)
             let timeout = Int32(min(wake > now ? (wake - now) / 1_000_000 + 1 : 0, 1000))
             if poll(&wait, 1, timeout) < 0, errno != EINTR { throw MQTTError(.unreachable, "poll: \(Errno.current)") }
+            packetTime = monotonicNanoseconds()
             if wait.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
                 // Many packets per poll: libmosquitto reads one packet per call.
                 for _ in 0..<256 {
@@ -280,7 +283,7 @@ final class FleetSession {
 
     /// Counts a packet received: in the window, and in the interval since the last end marker came back.
     private func countPacket() {
-        let now = monotonicNanoseconds()
+        let now = packetTime
         watching.sinceMarker += 1
         watching.lastPacket = now
         if ahead != nil {

@@ -56,9 +56,10 @@ public struct FleetState: Sendable, Hashable {
         return apply(parsed, payload: payload)
     }
 
-    /// Applies one message on a topic already parsed; returns what changed. A status that differs only in its counts
-    /// is kept without a change: watchers are not told about counts.
-    public mutating func apply(_ topic: FleetTopics.Topic, payload: [UInt8]) -> [FleetChange] {
+    /// Applies one message on a topic already parsed; returns what changed (nothing unless `reporting`: a read that
+    /// tells no watcher skips making the changes). A status that differs only in its counts is kept without a change:
+    /// watchers are not told about counts.
+    public mutating func apply(_ topic: FleetTopics.Topic, payload: [UInt8], reporting: Bool = true) -> [FleetChange] {
         switch topic {
         case .status(let level):
             let status = payload.isEmpty ? nil : HostStatus.decode(payload)
@@ -67,7 +68,7 @@ public struct FleetState: Sendable, Hashable {
             let previous = hosts[level]!.status
             guard previous != status else { return [] }
             hosts[level]!.status = status
-            guard previous?.withoutCounts != status?.withoutCounts else { return [] }
+            guard reporting, previous?.withoutCounts != status?.withoutCounts else { return [] }
             return [.status(host: hosts[level]!.name, status?.withoutCounts)]
         case .accessory(let level, _, let connection):
             let accessory = payload.isEmpty ? nil : Self.accessory(payload)
@@ -76,27 +77,32 @@ public struct FleetState: Sendable, Hashable {
             // One lookup of the host: changed in place.
             return Self.set(
                 connection, to: accessory,
-                in: &hosts[level, default: FleetHost(level: level, name: FleetTopics.decodeLevel(level))])
+                in: &hosts[level, default: FleetHost(level: level, name: FleetTopics.decodeLevel(level))],
+                reporting: reporting)
         case .claim(let level, _, let connection):
             let claim = payload.isEmpty ? nil : FleetClaim.decode(payload)
             if !payload.isEmpty && claim == nil { unreadable += 1 }
             guard claim != nil || hosts[level] != nil else { return [] }
             return Self.setClaim(
                 connection, to: claim,
-                in: &hosts[level, default: FleetHost(level: level, name: FleetTopics.decodeLevel(level))])
+                in: &hosts[level, default: FleetHost(level: level, name: FleetTopics.decodeLevel(level))],
+                reporting: reporting)
         case .indexEntry:
             return []
         }
     }
 
     /// Sets one connection of a host; returns what changed.
-    private static func set(_ connection: UInt64, to accessory: Accessory?, in host: inout FleetHost) -> [FleetChange] {
+    private static func set(
+        _ connection: UInt64, to accessory: Accessory?, in host: inout FleetHost, reporting: Bool
+    ) -> [FleetChange] {
         let previous =
             if let accessory {
                 host.accessories.updateValue(accessory, forKey: connection)
             } else {
                 host.accessories.removeValue(forKey: connection)
             }
+        guard reporting else { return [] }
         switch (previous, accessory) {
         case (nil, nil): return []
         case (let previous?, let accessory?) where previous == accessory: return []
@@ -111,15 +117,16 @@ public struct FleetState: Sendable, Hashable {
 
     /// Sets the claim on one connection of a host; returns what changed: for an accessory shown, its disconnection
     /// with the old claim and its connection with the new one.
-    private static func setClaim(_ connection: UInt64, to claim: FleetClaim?, in host: inout FleetHost) -> [FleetChange]
-    {
+    private static func setClaim(
+        _ connection: UInt64, to claim: FleetClaim?, in host: inout FleetHost, reporting: Bool
+    ) -> [FleetChange] {
         let previous =
             if let claim {
                 host.claims.updateValue(claim, forKey: connection)
             } else {
                 host.claims.removeValue(forKey: connection)
             }
-        guard previous != claim, let accessory = host.accessories[connection] else { return [] }
+        guard reporting, previous != claim, let accessory = host.accessories[connection] else { return [] }
         return [
             .disconnected(host: host.name, accessory, claim: previous),
             .connected(host: host.name, accessory, claim: claim),
