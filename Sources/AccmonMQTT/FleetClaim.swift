@@ -17,20 +17,28 @@ public struct FleetClaim: Codable, Sendable, Hashable {
     public var waiting: Int
     /// `held`, or `returning` while an accessory it holds is away.
     public var state: String
+    /// The id of the accessory whose connection it holds (not in the `claim` field: the accessory object has it).
+    public var accessoryID = ""
 
-    public init(claimID: String, holder: Party, since: Double, reason: String, waiting: Int, state: String = "held") {
+    private enum CodingKeys: String, CodingKey { case claimID, holder, since, reason, waiting, state }
+
+    public init(
+        claimID: String, holder: Party, since: Double, reason: String, waiting: Int, state: String = "held",
+        accessoryID: String = ""
+    ) {
         self.claimID = claimID
         self.holder = holder
         self.since = since
         self.reason = reason
         self.waiting = waiting
         self.state = state
+        self.accessoryID = accessoryID
     }
 
     public init(_ remote: RemoteClaimState) {
         self.init(
             claimID: remote.claimID, holder: remote.holder, since: remote.since, reason: remote.reason,
-            waiting: remote.waiting, state: remote.state)
+            waiting: remote.waiting, state: remote.state, accessoryID: remote.accessoryID)
     }
 
     /// The claim in a retained claim topic's payload, or `nil` when it is not one.

@@ -104,4 +104,17 @@ public struct RemoteClaimState: Codable, Sendable, Hashable {
         waiting = summary.waiting
         state = summary.state.rawValue
     }
+
+    /// The claim a fleet read found on `connectionID` of `host` (``FleetState``).
+    public init(host: String, connectionID: UInt64, claim: FleetClaim) {
+        self.host = host
+        accessoryID = claim.accessoryID
+        self.connectionID = connectionID
+        claimID = claim.claimID
+        holder = claim.holder
+        since = claim.since
+        reason = claim.reason
+        waiting = claim.waiting
+        state = claim.state
+    }
 }

@@ -47,7 +47,7 @@ struct ClaimsCommand: Command {
 
     func run() async throws(AccmonError) {
         if fleet.url != nil {
-            try FleetClaims(fleet: fleet, json: json).run()
+            try await FleetClaims(fleet: fleet, json: json).run()
             return
         }
         let connection = try await common.connect()

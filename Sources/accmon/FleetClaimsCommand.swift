@@ -2,8 +2,9 @@ import AccmonClient
 import AccmonMQTT
 import Glibc
 
-/// `accmon claims --broker`: every host's claims from the retained `claims/` topics, with the host's state (a claim
-/// of a host that is not online is shown, with the state `unknown`: it may have ended meanwhile).
+/// `accmon claims --broker`: the claims of the hosts `--host` selects, from their retained `claims/` topics, read with
+/// their statuses and accessories in the fleet view's windows (docs/MQTT.md §5), with the host's state (a claim of a
+/// host that is not online is shown with the state `unknown`: it may have ended meanwhile).
 struct FleetClaims {
     let fleet: FleetOptions
     let json: Bool
@@ -20,30 +21,34 @@ struct FleetClaims {
         var claim: RemoteClaimState
     }
 
-    func run() throws(AccmonError) {
-        var settings = try fleet.settings()
-        settings.keepAliveSeconds = 10
-        let rows: [Row]
+    func run() async throws(AccmonError) {
+        let settings = try fleet.settings()
+        let read: FleetReadResult
         do {
-            let client = try RemoteClaimClient(
-                settings: settings, topics: fleet.topics,
-                clientID: "accmon-claims-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
-            let hosts = try client.readFleet(selection: fleet.readOptions.selection)
-            let online = Set(hosts.filter { $0.state == "online" }.map(\.host))
-            rows = try client.readClaims().filter { fleet.shows(host: $0.host) }.map { claim in
-                Row(host: claim.host, state: online.contains(claim.host) ? claim.state : "unknown", claim: claim)
-            }
-            client.disconnect()
+            read = try await FleetReader.state(settings: settings, topics: fleet.topics, options: fleet.readOptions)
         } catch {
             throw fleetError(error)
         }
+        for warning in read.warnings { writeError(warning + "\n") }
+        var rows: [Row] = []
+        for host in read.state.sortedHosts where fleet.shows(host: host.name) {
+            for (connection, claim) in host.claims {
+                rows.append(
+                    Row(
+                        host: host.name, state: host.stateName == "online" ? claim.state : "unknown",
+                        claim: RemoteClaimState(host: host.name, connectionID: connection, claim: claim)))
+            }
+        }
+        rows.sort {
+            ($0.host, $0.claim.accessoryID, $0.claim.connectionID) < ($1.host, $1.claim.accessoryID, $1.claim.connectionID)
+        }
         if json {
             writeOut(jsonLine(Output(claims: rows)))
-            return
+            return try incompleteness(read)
         }
         guard !rows.isEmpty else {
             writeOut("no claims\n")
-            return
+            return try incompleteness(read)
         }
         writeOut(
             AccmonCLI.table(
@@ -55,5 +60,13 @@ struct FleetClaims {
                         String(row.claim.waiting), quotedIfNeeded(row.claim.reason),
                     ]
                 }))
+        try incompleteness(read)
+    }
+
+    /// Exit 1 after the output when the read is known to miss something (the warnings above say what).
+    private func incompleteness(_ read: FleetReadResult) throws(AccmonError) {
+        guard read.complete else {
+            throw AccmonError(.invalidResponse, "accmon: the claims above may be incomplete (see the warnings)")
+        }
     }
 }

@@ -171,6 +171,56 @@ extension BridgeProcessTests {
             #expect(missing.isEmpty, "\(missing.count) claims not shown: \(missing.prefix(10))")
         }
 
+        /// `accmon claims --broker` reads the claims in the fleet view's windows and only the hosts `--host` selects:
+        /// through windows bigger than the broker's queue (50) every claim of the fleet is listed with its holder;
+        /// with a glob, the matching hosts' claims; with one host's name, the broker sends the reader no topic of any
+        /// other host (its debug log names every PUBLISH it sends).
+        @Test func theClaimsCommandReadsOnlyTheHostsAskedForInWindows() async throws {
+            let broker = try await Mosquitto.start(
+                Mosquitto.Options(settings: ["max_queued_messages 50", "log_type debug"]))
+            let fleet = SyntheticFleet(hosts: 20, accessories: 30)
+            var claims: [(topic: String, payload: [UInt8])] = []
+            for host in 0..<fleet.hosts {
+                for index in 0..<fleet.accessories {
+                    claims.append(try Self.claimMessage(fleet, host: host, index, holder: "user-\(host)-\(index)"))
+                }
+            }
+            try await publishRetained(fleet.messages + claims, to: broker)
+            struct Listed: Decodable {
+                struct Row: Decodable { var host: String; var claim: RemoteClaimState }
+                var claims: [Row]
+            }
+            func listed(_ options: [String]) async throws -> [String] {
+                let result = try await run(
+                    try Binaries.accmon, ["claims", "--broker", broker.url, "--json", "--broker-queue", "50"] + options,
+                    in: broker.directory, timeout: .seconds(120))
+                #expect(result.termination == .exited(0) && result.stderr.isEmpty, "\(result.stderr)")
+                return try JSONDecoder().decode(Listed.self, from: Data(result.stdout.utf8)).claims.map {
+                    "\($0.host)/\($0.claim.connectionID)/\($0.claim.holder.user)"
+                }
+            }
+            func expected(_ hosts: some Sequence<Int>) -> Set<String> {
+                Set(hosts.flatMap { host in
+                    (0..<fleet.accessories).map { index in
+                        let connection = SyntheticFleet.accessory(host: host, index).connectionID.rawValue
+                        return "\(SyntheticFleet.name(host))/\(connection)/user-\(host)-\(index)"
+                    }
+                })
+            }
+            let every = try await listed([])
+            #expect(every.count == 600 && Set(every) == expected(0..<fleet.hosts))
+            let glob = try await listed(["--host", "lab-0001?"])
+            #expect(Set(glob) == expected(10..<20) && glob.count == 300)
+            let before = broker.log.count
+            let one = try await listed(["--host", SyntheticFleet.name(7)])
+            #expect(Set(one) == expected([7]) && one.count == 30)
+            let sent = broker.log.dropFirst(before).split(separator: "\n").filter {
+                $0.contains("Sending PUBLISH to accmon-") && $0.contains("'accmon/lab-")
+            }
+            let others = sent.filter { !$0.contains("'accmon/\(SyntheticFleet.name(7))/") }
+            #expect(!sent.isEmpty && others.isEmpty, "\(others.prefix(5))")
+        }
+
         /// The retained claim payload the bridge publishes for accessory `index` of a synthetic host.
         static func claimMessage(
             _ fleet: SyntheticFleet, host: Int, _ index: Int, holder: String, reason: String = "bench"

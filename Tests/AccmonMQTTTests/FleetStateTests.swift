@@ -38,6 +38,13 @@ private let claims = [
         reason: "flashing fw/2.1", waiting: 2),
 ]
 
+/// `claim` on `accessory`, as a read of its claim topic makes it.
+private func on(_ claim: FleetClaim, _ accessory: Accessory) -> FleetClaim {
+    var claim = claim
+    claim.accessoryID = accessory.accessoryID
+    return claim
+}
+
 private func status(_ host: String, _ state: HostStatus.State) -> HostStatus {
     HostStatus(state: state, host: host, machineID: "m", runID: "r", since: 1, bridge: "0.1.0")
 }
@@ -161,18 +168,19 @@ private struct WatcherView: Equatable {
     var state = FleetState(topics: topics)
     let stick = Accessory(kind: .usb, connectionID: ConnectionID(7), name: "stick", vendorID: "1209", productID: "0001")
     let claimTopic = topics.claim(host: "h", accessoryID: stick.accessoryID, connectionID: 7)
+    // The claims as read: with the accessory id their payload names.
+    let (first, second) = (on(claims[0], stick), on(claims[1], stick))
     // A claim topic before its accessory's: kept, nothing shown yet.
     #expect(state.apply(topic: claimTopic, payload: claimPayload("h", stick, claims[0])) == [])
     let topic = topics.accessory(host: "h", accessoryID: stick.accessoryID, connectionID: 7)
-    #expect(
-        state.apply(topic: topic, payload: objectPayload(stick)) == [.connected(host: "h", stick, claim: claims[0])])
+    #expect(state.apply(topic: topic, payload: objectPayload(stick)) == [.connected(host: "h", stick, claim: first)])
     #expect(
         state.apply(topic: claimTopic, payload: claimPayload("h", stick, claims[1]))
-            == [.disconnected(host: "h", stick, claim: claims[0]), .connected(host: "h", stick, claim: claims[1])])
+            == [.disconnected(host: "h", stick, claim: first), .connected(host: "h", stick, claim: second)])
     #expect(state.apply(topic: claimTopic, payload: claimPayload("h", stick, claims[1])) == [], "the same claim again")
     #expect(
         state.apply(topic: claimTopic, payload: [])
-            == [.disconnected(host: "h", stick, claim: claims[1]), .connected(host: "h", stick)])
+            == [.disconnected(host: "h", stick, claim: second), .connected(host: "h", stick)])
     #expect(state.apply(topic: claimTopic, payload: Array("held".utf8)) == [])
     #expect(state.unreadable == 1)
 }
