@@ -65,6 +65,14 @@ public enum FleetReader {
         return try result.get()
     }
 
+    /// ``state(settings:topics:options:)`` on the calling thread, which it blocks until the read is done: for a
+    /// command whose work is synchronous.
+    public static func stateNow(
+        settings: BrokerSettings, topics: FleetTopics, options: FleetReadOptions = FleetReadOptions()
+    ) throws(MQTTError) -> FleetReadResult {
+        try FleetSession(settings: settings, topics: topics, options: options, follows: false).readOnce().get()
+    }
+
     /// Hands `update` the state, then every change, until the process ends; reconnects by itself after the first
     /// read.
     ///

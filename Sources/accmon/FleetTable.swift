@@ -1,5 +1,5 @@
+import AccmonClient
 import AccmonMQTT
-import AccmonProtocol
 
 /// The table of `accmon list --broker`: a row per accessory (and a row of dashes for a host without any), with its
 /// host's state and its claim's holder. A fleet's table has tens of thousands of rows, made once the whole fleet is

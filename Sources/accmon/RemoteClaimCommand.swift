@@ -15,6 +15,7 @@ struct RemoteClaim {
 
     let command: ClaimCommand
     let fleet: FleetOptions
+    let settings: BrokerSettings
     let client: RemoteClaimClient
     var held: [Held] = []
     /// Claims waiting in line, by host and claim id.
@@ -26,6 +27,7 @@ struct RemoteClaim {
         self.command = command
         self.fleet = fleet
         let settings = try fleet.settings()
+        self.settings = settings
         let user = settings.username ?? ""
         do {
             client = try RemoteClaimClient(
@@ -60,7 +62,12 @@ struct RemoteClaim {
     // MARK: Obtaining
 
     private mutating func obtain() throws(MQTTError) {
-        let hosts = try client.readFleet(selection: fleet.readOptions.selection).filter { $0.state == "online" }
+        // The hosts `--host` selects, read as the fleet view reads them: in windows, nothing dropped.
+        let read = try FleetReader.stateNow(settings: settings, topics: fleet.topics, options: fleet.readOptions)
+        for warning in read.warnings { writeError(warning + "\n") }
+        let hosts = read.state.sortedHosts.filter { $0.stateName == "online" && fleet.shows(host: $0.name) }.map {
+            (host: $0.name, accessories: $0.sortedAccessories)
+        }
         let deadline = command.timeout.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
         if !command.remoteConnections.isEmpty {
             try obtainAcrossHosts(hosts.map(\.host), deadline: deadline)

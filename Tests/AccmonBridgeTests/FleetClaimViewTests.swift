@@ -174,7 +174,8 @@ extension BridgeProcessTests {
         /// `accmon claims --broker` reads the claims in the fleet view's windows and only the hosts `--host` selects:
         /// through windows bigger than the broker's queue (50) every claim of the fleet is listed with its holder;
         /// with a glob, the matching hosts' claims; with one host's name, the broker sends the reader no topic of any
-        /// other host (its debug log names every PUBLISH it sends).
+        /// other host (its debug log names every PUBLISH it sends). `accmon claim --broker --host` looks for its
+        /// candidates the same way.
         @Test func theClaimsCommandReadsOnlyTheHostsAskedForInWindows() async throws {
             let broker = try await Mosquitto.start(
                 Mosquitto.Options(settings: ["max_queued_messages 50", "log_type debug"]))
@@ -219,6 +220,20 @@ extension BridgeProcessTests {
             }
             let others = sent.filter { !$0.contains("'accmon/\(SyntheticFleet.name(7))/") }
             #expect(!sent.isEmpty && others.isEmpty, "\(others.prefix(5))")
+            // `accmon claim --broker --host` finds its candidates the same way: that host's topics alone.
+            let beforeClaim = broker.log.count
+            let claimed = try await run(
+                try Binaries.accmon,
+                ["claim", "--broker", broker.url, "--username", "ci", "--broker-queue", "50", "--host",
+                    SyntheticFleet.name(7), "--serial", "none-such", "--", "true"],
+                in: broker.directory, timeout: .seconds(60))
+            #expect(claimed.termination == .exited(1), "\(claimed)")
+            #expect(claimed.stderr.contains("no online host has 1 matching accessories"), "\(claimed.stderr)")
+            let claimSent = broker.log.dropFirst(beforeClaim).split(separator: "\n").filter {
+                $0.contains("Sending PUBLISH to accmon-") && $0.contains("'accmon/lab-")
+            }
+            let claimOthers = claimSent.filter { !$0.contains("'accmon/\(SyntheticFleet.name(7))/") }
+            #expect(!claimSent.isEmpty && claimOthers.isEmpty, "\(claimOthers.prefix(5))")
         }
 
         /// The retained claim payload the bridge publishes for accessory `index` of a synthetic host.

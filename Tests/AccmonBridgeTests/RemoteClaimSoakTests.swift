@@ -25,10 +25,8 @@ extension BridgeProcessTests {
             for host in fleet.hosts { _ = try await RemoteClaims.plug("SOAK", on: host) }
             #expect(await fleet.waitUntilTakingRequests())
             // Every host's accessory on the broker: a claimer that finds none would exit 1.
-            let reader = try fleet.claimer("qa")
             #expect(await eventuallyHolds(timeout: .seconds(60)) {
-                ((try? reader.readFleet()) ?? []).filter { $0.state == "online" && !$0.accessories.isEmpty }.count
-                    == hostCount
+                fleet.onlineAccessories(as: "qa").values.filter { !$0.isEmpty }.count == hostCount
             })
             let held = fleet.directory.file("held")
             try FileManager.default.createDirectory(atPath: held, withIntermediateDirectories: true)
@@ -65,8 +63,14 @@ extension BridgeProcessTests {
             for host in fleet.hosts {
                 #expect(try await host.accmon(["claims"]).stdout == "no claims\n", "\(host.name)")
             }
+            let reader = try fleet.claimer("qa")
+            defer { reader.disconnect() }
             var left: [RemoteClaimState] = []
-            #expect(await eventuallyHolds { left = (try? reader.readClaims()) ?? [left.first].compactMap { $0 }; return left.isEmpty }, "\(left)")
+            #expect(
+                await eventuallyHolds {
+                    left = (try? reader.readClaims()) ?? [left.first].compactMap { $0 }
+                    return left.isEmpty
+                }, "\(left)")
         }
     }
 }

@@ -73,12 +73,27 @@ final class ClaimFleet: @unchecked Sendable {
 
     /// A claimer logged in as `user` (its password is `pw-<user>`, or `password`).
     func claimer(_ user: String, password: String? = nil) throws -> RemoteClaimClient {
-        let settings = BrokerSettings(
+        try RemoteClaimClient(
+            settings: settings(user, password: password), topics: FleetTopics(prefix: "accmon"),
+            clientID: "claimer-\(user)-\(UInt32.random(in: 0...UInt32.max))")
+    }
+
+    /// The broker settings of `user`.
+    func settings(_ user: String, password: String? = nil) throws -> BrokerSettings {
+        BrokerSettings(
             address: try BrokerAddress.parse(broker.url).get(), username: user, password: password ?? "pw-\(user)",
             keepAliveSeconds: 5)
-        return try RemoteClaimClient(
-            settings: settings, topics: FleetTopics(prefix: "accmon"),
-            clientID: "claimer-\(user)-\(UInt32.random(in: 0...UInt32.max))")
+    }
+
+    /// The online hosts' accessories as `user` reads them, as `accmon claim --broker` does (the fleet view's reader),
+    /// by host name; empty when the read fails.
+    func onlineAccessories(as user: String) -> [String: [Accessory]] {
+        guard let settings = try? settings(user),
+            let read = try? FleetReader.stateNow(settings: settings, topics: FleetTopics(prefix: "accmon"))
+        else { return [:] }
+        var hosts: [String: [Accessory]] = [:]
+        for host in read.state.sortedHosts where host.stateName == "online" { hosts[host.name] = host.sortedAccessories }
+        return hosts
     }
 
     /// The options of `accmon` that log in as `user`.
@@ -89,11 +104,8 @@ final class ClaimFleet: @unchecked Sendable {
     /// Waits until every host's accessories with these serial numbers are on the broker (what `accmon claim
     /// --broker` reads to find a host).
     func waitUntilPublished(_ serials: [String]) async -> Bool {
-        guard let reader = try? claimer("qa") else { return false }
-        defer { reader.disconnect() }
-        return await eventuallyHolds {
-            let fleet = (try? reader.readFleet()) ?? []
-            let found = Set(fleet.filter { $0.state == "online" }.flatMap(\.accessories).map(\.serialNumber))
+        await eventuallyHolds {
+            let found = Set(onlineAccessories(as: "qa").values.flatMap { $0 }.map(\.serialNumber))
             return Set(serials).isSubset(of: found)
         }
     }
