@@ -147,13 +147,7 @@ extension BridgeProcessTests {
         @Test func everyClaimIsShownThroughWindowsBiggerThanTheBrokersQueue() async throws {
             let broker = try await FleetScale.smallQueueBroker()
             let fleet = SyntheticFleet(hosts: 20, accessories: 30)
-            var claims: [(topic: String, payload: [UInt8])] = []
-            for host in 0..<fleet.hosts {
-                for index in 0..<fleet.accessories {
-                    claims.append(try Self.claimMessage(fleet, host: host, index, holder: "user-\(host)-\(index)"))
-                }
-            }
-            try await publishRetained(fleet.messages + claims, to: broker)
+            try await publishRetained(fleet.messages + Self.everyAccessoryClaimed(fleet), to: broker)
             let listed = try await run(
                 try Binaries.accmon, ["list", "--broker", broker.url, "--json", "--broker-queue", "50"],
                 in: broker.directory, timeout: .seconds(120))
@@ -180,13 +174,7 @@ extension BridgeProcessTests {
             let broker = try await Mosquitto.start(
                 Mosquitto.Options(settings: ["max_queued_messages 50", "log_type debug"]))
             let fleet = SyntheticFleet(hosts: 20, accessories: 30)
-            var claims: [(topic: String, payload: [UInt8])] = []
-            for host in 0..<fleet.hosts {
-                for index in 0..<fleet.accessories {
-                    claims.append(try Self.claimMessage(fleet, host: host, index, holder: "user-\(host)-\(index)"))
-                }
-            }
-            try await publishRetained(fleet.messages + claims, to: broker)
+            try await publishRetained(fleet.messages + Self.everyAccessoryClaimed(fleet), to: broker)
             struct Listed: Decodable {
                 struct Row: Decodable { var host: String; var claim: RemoteClaimState }
                 var claims: [Row]
@@ -234,6 +222,16 @@ extension BridgeProcessTests {
             }
             let claimOthers = claimSent.filter { !$0.contains("'accmon/\(SyntheticFleet.name(7))/") }
             #expect(!claimSent.isEmpty && claimOthers.isEmpty, "\(claimOthers.prefix(5))")
+        }
+
+        /// A claim on every accessory of a synthetic fleet, accessory `index` of host `host` held by
+        /// `user-<host>-<index>`.
+        static func everyAccessoryClaimed(_ fleet: SyntheticFleet) throws -> [(topic: String, payload: [UInt8])] {
+            try (0..<fleet.hosts).flatMap { host in
+                try (0..<fleet.accessories).map { index in
+                    try claimMessage(fleet, host: host, index, holder: "user-\(host)-\(index)")
+                }
+            }
         }
 
         /// The retained claim payload the bridge publishes for accessory `index` of a synthetic host.
@@ -286,9 +284,8 @@ extension BridgeProcessTests {
         }
 
         /// A watcher whose claim changes the broker drops (a burst of 3,600 of 2 KB over 400 hosts through a queue of
-        /// 100): no
-        /// count tells a dropped claim topic, but the end markers kept going after changes do; the watcher then reads
-        /// every host's claim topics again and shows the last holder of each accessory.
+        /// 100): no count tells a dropped claim topic, but the end markers kept going after changes do; the watcher
+        /// then reads every host's claim topics again and shows the last holder of each accessory.
         @Test func aWatcherWhoseClaimChangesTheBrokerDropsReadsTheClaimsAgain() async throws {
             let broker = try await Mosquitto.start(Mosquitto.Options(settings: ["max_queued_messages 100"]))
             let fleet = SyntheticFleet(hosts: 400, accessories: 3)
