@@ -94,15 +94,11 @@ public struct RemoteClaimState: Codable, Sendable, Hashable {
     public var state: String
 
     public init(host: String, accessoryID: String, connectionID: UInt64, summary: ClaimSummary) {
-        self.host = host
-        self.accessoryID = accessoryID
-        self.connectionID = connectionID
-        claimID = summary.claimID
-        holder = summary.holder
-        since = summary.since
-        reason = summary.reason
-        waiting = summary.waiting
-        state = summary.state.rawValue
+        self.init(
+            host: host, connectionID: connectionID,
+            claim: FleetClaim(
+                claimID: summary.claimID, holder: summary.holder, since: summary.since, reason: summary.reason,
+                waiting: summary.waiting, state: summary.state.rawValue, accessoryID: accessoryID))
     }
 
     /// The claim a fleet read found on `connectionID` of `host` (``FleetState``).

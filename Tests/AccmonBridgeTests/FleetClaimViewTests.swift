@@ -287,14 +287,8 @@ extension BridgeProcessTests {
         /// 100): no count tells a dropped claim topic, but the end markers kept going after changes do; the watcher
         /// then reads every host's claim topics again and shows the last holder of each accessory.
         @Test func aWatcherWhoseClaimChangesTheBrokerDropsReadsTheClaimsAgain() async throws {
-            let broker = try await Mosquitto.start(Mosquitto.Options(settings: ["max_queued_messages 100"]))
-            let fleet = SyntheticFleet(hosts: 400, accessories: 3)
-            try await publishRetained(fleet.messages, to: broker)
-            let watch = try ChildProcess(
-                try Binaries.accmon, ["watch", "--broker", broker.url, "--json", "--broker-queue", "100"],
-                name: "watch", directory: broker.directory)
+            let (broker, fleet, watch) = try await FleetScale.watcherOfABigFleet()
             defer { watch.kill() }
-            #expect(await waitFor("\n", timeout: .seconds(30)) { watch.stdout }, "\(watch.stderr)")
             var burst: [(topic: String, payload: [UInt8])] = []
             var truth: [String: [UInt64: String]] = [:]
             // Long reasons (2 KB): more than the sockets hold, so that the broker holds a queue's worth unsent.

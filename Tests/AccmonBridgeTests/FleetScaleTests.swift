@@ -63,6 +63,19 @@ extension BridgeProcessTests {
             try await Mosquitto.start(Mosquitto.Options(settings: ["max_queued_messages 50"]))
         }
 
+        /// A broker that queues 100 messages a client, 400 synthetic hosts of 3 accessories retained on it, and
+        /// `accmon watch --broker --json --broker-queue 100` once its first line (the fleet) is out.
+        static func watcherOfABigFleet() async throws -> (Mosquitto, SyntheticFleet, ChildProcess) {
+            let broker = try await Mosquitto.start(Mosquitto.Options(settings: ["max_queued_messages 100"]))
+            let fleet = SyntheticFleet(hosts: 400, accessories: 3)
+            try await publishRetained(fleet.messages, to: broker)
+            let watch = try ChildProcess(
+                try Binaries.accmon, ["watch", "--broker", broker.url, "--json", "--broker-queue", "100"],
+                name: "watch", directory: broker.directory)
+            #expect(await waitFor("\n", timeout: .seconds(30)) { watch.stdout }, "\(watch.stderr)")
+            return (broker, fleet, watch)
+        }
+
         @Test func everyAccessoryOfAFleetBiggerThanTheBrokersQueueIsListed() async throws {
             let broker = try await Self.smallQueueBroker()
             let fleet = SyntheticFleet(hosts: 300, accessories: 40)
@@ -126,14 +139,8 @@ extension BridgeProcessTests {
         /// 100): the statuses, which count the hosts' topics, tell; so does the end marker kept going after changes
         /// (when a status itself was dropped). The watcher reads those hosts again and shows the truth.
         @Test func aWatcherWhoseChangesTheBrokerDropsReadsTheHostsAgain() async throws {
-            let broker = try await Mosquitto.start(Mosquitto.Options(settings: ["max_queued_messages 100"]))
-            let fleet = SyntheticFleet(hosts: 400, accessories: 3)
-            try await publishRetained(fleet.messages, to: broker)
-            let watch = try ChildProcess(
-                try Binaries.accmon, ["watch", "--broker", broker.url, "--json", "--broker-queue", "100"],
-                name: "watch", directory: broker.directory)
+            let (broker, fleet, watch) = try await FleetScale.watcherOfABigFleet()
             defer { watch.kill() }
-            #expect(await waitFor("\n", timeout: .seconds(30)) { watch.stdout }, "\(watch.stderr)")
 
             var burst: [(topic: String, payload: [UInt8])] = []
             var truth = fleet.truth
