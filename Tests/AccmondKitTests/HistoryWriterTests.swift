@@ -12,9 +12,9 @@ import Testing
 /// newest entries, byte for byte.
 @Suite struct HistoryWriterTests {
     /// Random records handed over in random bursts, some with their accessory object's bytes, enough for several
-    /// compactions of a small ring. After each burst the file holds the lines `HistoryFile` writes for the newest
-    /// entries (at least `capacity`, at most twice as many, and the reservations); at the end, exactly the header, the
-    /// newest `capacity` lines and the last number reserved.
+    /// compactions of a small ring. After each burst, and at the end, the file holds the lines `HistoryFile` writes
+    /// for the newest entries (at least `capacity`, at most twice as many: a compaction comes past twice) and the
+    /// reservations; at the end it starts with the header and ends with the last number reserved.
     @Test func theFileIsTheNewestEntriesWhateverTheCompactions() throws {
         let seed = SplitMix64.testSeed()
         var random = SplitMix64(seed: seed)
@@ -26,7 +26,9 @@ import Testing
             directory: descriptor, capacity: capacity, records: [], lastSeq: 0, logger: Logger(label: "test"))
         var records: [HistoryRecord] = []
         for _ in 0..<12 {
-            for _ in 0..<(1 + random.next(below: 6)) {
+            // At most `capacity` records a burst: more within one write interval is the disk-stall case, where the
+            // oldest are dropped by design (HistoryDiskFaultTests).
+            for _ in 0..<(1 + random.next(below: UInt64(capacity))) {
                 let record = HistoryFileTests.randomRecord(&random, seq: UInt64(records.count + 1))
                 records.append(record)
                 let object: ArraySlice<UInt8>? =
@@ -43,8 +45,9 @@ import Testing
         }
         #expect(writer.finish(lastSeq: UInt64(records.count)))
         let bytes = try #require(try descriptor.openForReading(HistoryFile.name).readToEnd(limit: 1 << 20))
-        #expect(try Self.entryLines(in: descriptor, endingWith: UInt64(records.count)) == Self.entryLines(
-            Array(records.suffix(capacity))), "ACCMON_TEST_SEED=\(seed)")
+        let last = try Self.entryLines(in: descriptor, endingWith: UInt64(records.count))
+        #expect(last.count >= capacity && last.count <= 2 * capacity)
+        #expect(last == Self.entryLines(Array(records.suffix(last.count))), "ACCMON_TEST_SEED=\(seed)")
         #expect(bytes.starts(with: Array("{\"version\":1}\n".utf8)))
         #expect(bytes.reversed().starts(with: Array("{\"reserved\":\(records.count)}\n".utf8).reversed()))
     }
