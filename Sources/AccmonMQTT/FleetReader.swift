@@ -54,13 +54,18 @@ public struct FleetReadResult: Sendable {
 public enum FleetReader {
     /// The fleet's state now.
     ///
+    /// - Parameter eachHost: Given each host as soon as it is read whole, on a thread of the reader's, while the rest
+    ///   is read; given a host again at the end when a later message changed it: what it was given last for a host
+    ///   is the host in the result. For a command that makes its output meanwhile.
     /// - Throws: ``MQTTError`` when the broker cannot be reached, refuses the credentials or the reads, or does not
     ///   echo the end marker.
     public static func state(
-        settings: BrokerSettings, topics: FleetTopics, options: FleetReadOptions = FleetReadOptions()
+        settings: BrokerSettings, topics: FleetTopics, options: FleetReadOptions = FleetReadOptions(),
+        eachHost: (@Sendable (FleetHost) -> Void)? = nil
     ) async throws(MQTTError) -> FleetReadResult {
         let result = await onThread {
-            FleetSession(settings: settings, topics: topics, options: options, follows: false).readOnce()
+            FleetSession(settings: settings, topics: topics, options: options, follows: false, eachHost: eachHost)
+                .readOnce()
         }
         return try result.get()
     }

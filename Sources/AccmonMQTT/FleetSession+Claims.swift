@@ -47,6 +47,7 @@ extension FleetSession {
         if claimChecks.isEmpty { claimCheckCap = Int.max }
         for level in levels {
             let shown = state.replaceClaims(level: level, with: fresh.hosts[level]?.claims ?? [:])
+            decoding?.changedAfterHandOver(level)
             if phase == .following { changes += shown }
         }
     }

@@ -72,7 +72,7 @@ extension FleetSession {
     func message(_ topic: FleetTopics.Topic, payload: [UInt8]) {
         let level = topic.hostLevel
         if ahead?.levels.contains(level) == true, topic.isHostTopic {
-            _ = ahead!.fresh.apply(topic, payload: payload, reporting: false)
+            ahead!.apply(topic, payload: payload)
             return
         }
         if window != nil {
@@ -85,7 +85,7 @@ extension FleetSession {
                 }
             case .hosts:
                 if window!.levels.contains(level) {
-                    _ = window!.fresh.apply(topic, payload: payload, reporting: false)
+                    window!.apply(topic, payload: payload)
                     return
                 }
             case .statusCheck:
@@ -104,6 +104,7 @@ extension FleetSession {
         }
         if case .indexEntry = topic { return }
         guard options.selection.includes(hostLevel: level) else { return }
+        if decoding != nil, laterMessage(topic, payload: payload) { return }
         let shown = state.apply(topic, payload: payload, reporting: phase == .following)
         if phase == .following { changes += shown }
         guard case .status = topic, let host = state.hosts[level], host.status != nil else { return }

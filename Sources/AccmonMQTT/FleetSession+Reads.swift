@@ -9,6 +9,7 @@ extension FleetSession {
         listed = []
         changes = []
         incomplete = false
+        decoding = follows ? nil : Decoding(decoder: AccessoryDecoder(handOver: eachHost))
         try connect()
         switch options.selection {
         case .named(let name):
@@ -34,6 +35,7 @@ extension FleetSession {
             }
             try run { window == nil || chainDue }
         }
+        finishDecoding()
         changes = []
         phase = .following
     }
@@ -114,7 +116,12 @@ extension FleetSession {
         switch kind {
         case .hosts(let hosts):
             window.levels = Set(hosts.map(\.level))
-            packets += hosts.reduce(0) { $0 + plan.size(of: $1) }
+            let expected = hosts.reduce(0) { $0 + plan.size(of: $1) }
+            packets += expected
+            if decoding != nil {
+                window.holdsPayloads = true
+                window.payloadBytes.reserveCapacity(expected * Decoding.bytesPerPayload)
+            }
         case .statusCheck(let levels):
             window.levels = Set(levels)
             packets += levels.count
@@ -164,17 +171,17 @@ extension FleetSession {
         finished = (window, complete)
         closeInterval(markerDropped: window.endedWith != 0)
         switch window.kind {
-        case .hosts(let hosts): finishHosts(hosts, fresh: window.fresh, complete: complete)
+        case .hosts(let hosts): finishHosts(hosts, of: window, complete: complete)
         case .statusCheck(let levels): finishStatusCheck(levels, fresh: window.fresh)
         case .claimCheck(let levels): finishClaimCheck(levels, fresh: window.fresh, complete: complete)
         case .statuses, .index, .live: break
         }
     }
 
-    private func finishHosts(_ hosts: [FleetReadPlan.Host], fresh: FleetState, complete: Bool) {
+    private func finishHosts(_ hosts: [FleetReadPlan.Host], of window: FleetWindow, complete: Bool) {
+        let fresh = window.fresh
         let verdicts = plan.finish(hosts, complete: complete) { level in
-            let host = fresh.hosts[level]
-            return (host?.accessories.count ?? 0, host?.status?.retainedCount(.accessories))
+            (window.accessoriesRead(level: level), fresh.hosts[level]?.status?.retainedCount(.accessories))
         }
         let now = monotonicNanoseconds()
         for (level, verdict) in verdicts {
@@ -205,6 +212,7 @@ extension FleetSession {
             } else {
                 state.setHost(level: level, to: fresh.hosts[level])
             }
+            if window.holdsPayloads { handOver(level, of: window) }
         }
     }
 

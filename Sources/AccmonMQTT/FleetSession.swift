@@ -43,6 +43,11 @@ struct FleetWindow {
     /// The host levels of the index entries read for the selection (`.index`), and how many entries were read.
     var entries: Set<String> = []
     var entriesRead = 0
+    /// Whether its hosts' accessory payloads are kept undecoded, for the session's ``AccessoryDecoder``.
+    var holdsPayloads = false
+    /// Those payloads, one after the other, and where each lies, by host level and connection id.
+    var payloadBytes: [UInt8] = []
+    var payloads: [String: [UInt64: Range<Int>]] = [:]
 }
 
 /// One reader's connection and state; lives on one thread. The reads are in FleetSession+Reads.swift, what following
@@ -94,6 +99,10 @@ final class FleetSession {
     /// Hosts whose claim topics are to be read again, and the most hosts one such read may hold.
     var claimChecks: [String] = []
     var claimCheckCap = Int.max
+    /// A one-time read's hosts decoded while the next ones are read (FleetSession+Decoding.swift).
+    var decoding: Decoding?
+    /// Given each host of a one-time read once it is read (``FleetReader/state(settings:topics:options:eachHost:)``).
+    let eachHost: (@Sendable (FleetHost) -> Void)?
     var failure: MQTTError?
     var connected = false
     var awaitedSubscription: Int32?
@@ -101,8 +110,12 @@ final class FleetSession {
     var probeToken: [UInt8]?
     var probeMessageID: Int32?
 
-    init(settings: BrokerSettings, topics: FleetTopics, options: FleetReadOptions, follows: Bool) {
+    init(
+        settings: BrokerSettings, topics: FleetTopics, options: FleetReadOptions, follows: Bool,
+        eachHost: (@Sendable (FleetHost) -> Void)? = nil
+    ) {
         self.settings = settings
+        self.eachHost = eachHost
         self.topics = topics
         self.options = options
         self.follows = follows
@@ -146,6 +159,7 @@ final class FleetSession {
         brokerQueue = options.brokerQueue
         plan = FleetReadPlan(budget: budget)
         let client = try MQTTClient(clientID: clientID, settings: settings)
+        if decoding != nil { client.takeMessage = { [unowned self] in take(topic: $0, payload: $1) } }
         self.client = client
         try client.connect(address: settings.address, keepAliveSeconds: settings.keepAliveSeconds)
         try waitFor { connected }
@@ -193,9 +207,9 @@ final class FleetSession {
             if wait.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
                 // Many packets per poll: libmosquitto reads one packet per call.
                 for _ in 0..<256 {
-                    client.read()
+                    let took = client.read()
                     let events = client.takeEvents()
-                    if events.isEmpty { break }
+                    if events.isEmpty, !took { break }
                     for event in events { handle(event) }
                     if self.client !== client { break }
                 }
@@ -282,7 +296,7 @@ final class FleetSession {
     }
 
     /// Counts a packet received: in the window, and in the interval since the last end marker came back.
-    private func countPacket() {
+    func countPacket() {
         let now = packetTime
         watching.sinceMarker += 1
         watching.lastPacket = now

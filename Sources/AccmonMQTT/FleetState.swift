@@ -25,6 +25,13 @@ public struct FleetHost: Sendable, Hashable {
     public func claim(of accessory: Accessory) -> FleetClaim? { claims[accessory.connectionID.rawValue] }
 }
 
+extension FleetHost {
+    /// A host known by its topic level only, with nothing yet.
+    init(level: String) {
+        self.init(level: level, name: FleetTopics.decodeLevel(level))
+    }
+}
+
 /// A change of the fleet's state, as a watcher sees it.
 ///
 /// An accessory whose claim changed (taken, released, another holder) is a disconnection of the accessory with its
@@ -64,7 +71,7 @@ public struct FleetState: Sendable, Hashable {
         case .status(let level):
             let status = payload.isEmpty ? nil : HostStatus.decode(payload)
             if !payload.isEmpty && status == nil { unreadable += 1 }
-            if hosts[level] == nil { hosts[level] = FleetHost(level: level, name: FleetTopics.decodeLevel(level)) }
+            if hosts[level] == nil { hosts[level] = FleetHost(level: level) }
             let previous = hosts[level]!.status
             guard previous != status else { return [] }
             hosts[level]!.status = status
@@ -77,7 +84,7 @@ public struct FleetState: Sendable, Hashable {
             // One lookup of the host: changed in place.
             return Self.set(
                 connection, to: accessory,
-                in: &hosts[level, default: FleetHost(level: level, name: FleetTopics.decodeLevel(level))],
+                in: &hosts[level, default: FleetHost(level: level)],
                 reporting: reporting)
         case .claim(let level, _, let connection):
             let claim = payload.isEmpty ? nil : FleetClaim.decode(payload)
@@ -85,7 +92,7 @@ public struct FleetState: Sendable, Hashable {
             guard claim != nil || hosts[level] != nil else { return [] }
             return Self.setClaim(
                 connection, to: claim,
-                in: &hosts[level, default: FleetHost(level: level, name: FleetTopics.decodeLevel(level))],
+                in: &hosts[level, default: FleetHost(level: level)],
                 reporting: reporting)
         case .indexEntry:
             return []
@@ -157,6 +164,17 @@ public struct FleetState: Sendable, Hashable {
         hosts[level] = host
     }
 
+    /// Sets the accessories of the host at `level` (a host with none yet known is added when there are some), decoded
+    /// apart from the rest of the read (``AccessoryDecoder``), with how many payloads were not accessory objects.
+    mutating func setAccessories(level: String, to accessories: [UInt64: Accessory], unreadable: Int) {
+        self.unreadable += unreadable
+        if hosts[level] == nil {
+            guard !accessories.isEmpty else { return }
+            hosts[level] = FleetHost(level: level)
+        }
+        hosts[level]!.accessories = accessories
+    }
+
     /// What a watcher who saw this state must be told so that it sees `newer`: disconnections first, then status
     /// changes and connections.
     public func changes(to newer: FleetState) -> [FleetChange] {
@@ -190,6 +208,11 @@ public struct FleetState: Sendable, Hashable {
     /// The accessory object in `payload`, or `nil` when it is not one: the bridge's canonical form read directly,
     /// anything else through JSONDecoder.
     static func accessory(_ payload: [UInt8]) -> Accessory? {
+        payload.withUnsafeBufferPointer { accessory($0) }
+    }
+
+    /// ``accessory(_:)`` on bytes in place.
+    static func accessory(_ payload: UnsafeBufferPointer<UInt8>) -> Accessory? {
         if let accessory = EventLineReader.accessory(payload) { return accessory }
         return try? JSONDecoder().decode(Accessory.self, from: Data(payload))  // try?: not an accessory is nil
     }

@@ -109,6 +109,38 @@ public struct FleetTopics: Sendable, Hashable {
     /// ``parse(_:)`` on a topic's UTF-8 bytes: one message of a fleet's read is one topic, so this runs on bytes in
     /// place and makes strings only of the levels it returns.
     private func parse(bytes topic: UnsafeBufferPointer<UInt8>) -> Topic? {
+        guard let (host, shape) = shape(of: topic) else { return nil }
+        func text(_ range: Range<Int>) -> String {
+            String(decoding: UnsafeBufferPointer(rebasing: topic[range]), as: UTF8.self)
+        }
+        switch shape {
+        case .status: return .status(hostLevel: text(host))
+        case .accessory(let id, let connection):
+            return .accessory(hostLevel: text(host), accessoryID: Self.decodeLevel(text(id)), connectionID: connection)
+        case .claim(let id, let connection):
+            return .claim(hostLevel: text(host), accessoryID: Self.decodeLevel(text(id)), connectionID: connection)
+        case .indexEntry: return .indexEntry(hostLevel: text(host))
+        }
+    }
+
+    /// The host level and connection id of an accessory topic, or `nil` for any other topic: what a reader counting
+    /// a host's accessory topics needs, without the accessory id (``parse(_:)`` gives it).
+    func accessoryTopic(_ topic: UnsafeBufferPointer<UInt8>) -> (hostLevel: String, connectionID: UInt64)? {
+        guard let (host, shape) = shape(of: topic), case .accessory(_, let connection) = shape else { return nil }
+        return (String(decoding: UnsafeBufferPointer(rebasing: topic[host]), as: UTF8.self), connection)
+    }
+
+    /// What a topic's levels after the host's are: where the accessory id lies, and the connection id.
+    private enum Shape {
+        case status
+        case accessory(id: Range<Int>, connection: UInt64)
+        case claim(id: Range<Int>, connection: UInt64)
+        /// The host's range is then the level of the index entry.
+        case indexEntry
+    }
+
+    /// Where the host level of a fleet topic lies, and what the topic is.
+    private func shape(of topic: UnsafeBufferPointer<UInt8>) -> (host: Range<Int>, Shape)? {
         let slash = UInt8(ascii: "/")
         let prefixLength = prefix.utf8.count
         guard topic.count > prefixLength, topic[prefixLength] == slash,
@@ -117,9 +149,6 @@ public struct FleetTopics: Sendable, Hashable {
         let hostStart = prefixLength + 1
         guard let hostEnd = Self.index(of: slash, in: topic, from: hostStart), hostEnd != hostStart else { return nil }
         let rest = hostEnd + 1
-        func text(_ range: Range<Int>) -> String {
-            String(decoding: UnsafeBufferPointer(rebasing: topic[range]), as: UTF8.self)
-        }
         func restIs(_ word: StaticString) -> Bool {
             word.withUTF8Buffer { word in
                 topic.count - rest == word.count && word.elementsEqual(topic[rest...])
@@ -132,14 +161,15 @@ public struct FleetTopics: Sendable, Hashable {
         }
         if topic[hostStart] == UInt8(ascii: "$") {
             // Never a host: an encoded level does not start with '$'. `$hosts` is the index.
-            guard text(hostStart..<hostEnd) == "$hosts", let bucketEnd = Self.index(of: slash, in: topic, from: rest)
+            guard "$hosts".utf8.elementsEqual(topic[hostStart..<hostEnd]),
+                let bucketEnd = Self.index(of: slash, in: topic, from: rest)
             else { return nil }
             let level = (bucketEnd + 1)..<topic.count
             guard !level.isEmpty, Self.index(of: slash, in: topic, from: level.lowerBound) == nil else { return nil }
-            return .indexEntry(hostLevel: text(level))
+            return (level, .indexEntry)
         }
-        let host = text(hostStart..<hostEnd)
-        if restIs("status") { return .status(hostLevel: host) }
+        let host = hostStart..<hostEnd
+        if restIs("status") { return (host, .status) }
         let isClaim: Bool
         let idStart: Int
         if restStarts(with: "accessories/") {
@@ -151,12 +181,11 @@ public struct FleetTopics: Sendable, Hashable {
         }
         guard let idEnd = Self.index(of: slash, in: topic, from: idStart),
             Self.index(of: slash, in: topic, from: idEnd + 1) == nil,
-            let connection = UInt64(text((idEnd + 1)..<topic.count))
+            let connection = UInt64(
+                String(decoding: UnsafeBufferPointer(rebasing: topic[(idEnd + 1)...]), as: UTF8.self))
         else { return nil }
-        let id = Self.decodeLevel(text(idStart..<idEnd))
-        return isClaim
-            ? .claim(hostLevel: host, accessoryID: id, connectionID: connection)
-            : .accessory(hostLevel: host, accessoryID: id, connectionID: connection)
+        let id = idStart..<idEnd
+        return (host, isClaim ? .claim(id: id, connection: connection) : .accessory(id: id, connection: connection))
     }
 
     /// The index of the first `byte` in `bytes` at or after `start`.

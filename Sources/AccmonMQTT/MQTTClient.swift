@@ -66,6 +66,13 @@ public final class MQTTClient {
         return true
     }()
 
+    /// Takes messages before they become events: called from inside ``read()`` with the topic's bytes and the
+    /// payload as libmosquitto holds them (valid only during the call), when no event waits, so that a message taken
+    /// never overtakes an event; returns whether it took the message, which otherwise becomes an ``Event/message``.
+    /// For a reader whose messages are many and whose work on each is little.
+    public var takeMessage: ((_ topic: UnsafeBufferPointer<UInt8>, _ payload: UnsafeRawBufferPointer) -> Bool)?
+
+    private var messagesTaken = 0
     private let handle: OpaquePointer
     private let endpoint: String
     private var events: [Event] = []
@@ -134,8 +141,14 @@ public final class MQTTClient {
     /// Whether libmosquitto has bytes waiting for the socket to become writable.
     public var wantsWrite: Bool { mosquitto_want_write(handle) }
 
-    /// Reads what the socket holds and handles it (acknowledgements, messages); call when it is readable.
-    public func read() { endIfFailed(mosquitto_loop_read(handle, 1)) }
+    /// Reads what the socket holds and handles it (acknowledgements, messages); call when it is readable. Returns
+    /// whether ``takeMessage`` took a message meanwhile (the events tell the rest).
+    @discardableResult
+    public func read() -> Bool {
+        let taken = messagesTaken
+        endIfFailed(mosquitto_loop_read(handle, 1))
+        return messagesTaken != taken
+    }
 
     /// Turns off delayed acknowledgements until the next read (`TCP_QUICKACK`, which the kernel resets): a broker
     /// with Nagle's algorithm on (mosquitto's default, `set_tcp_nodelay false`) holds its last small packet until the
@@ -285,10 +298,19 @@ public final class MQTTClient {
         }
         mosquitto_message_v5_callback_set(handle) { _, userdata, message, properties in
             guard let message = message?.pointee, let topic = message.topic else { return }
+            let client = MQTTClient.client(userdata)
+            if let take = client.takeMessage, client.events.isEmpty {
+                let topicBytes = UnsafeBufferPointer(
+                    start: UnsafeRawPointer(topic).assumingMemoryBound(to: UInt8.self), count: strlen(topic))
+                if take(topicBytes, UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) {
+                    client.messagesTaken &+= 1
+                    return
+                }
+            }
             let payload =
                 message.payloadlen > 0 && message.payload != nil
                 ? Array(UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
-            MQTTClient.client(userdata).events.append(
+            client.events.append(
                 .message(
                     topic: String(cString: topic), payload: payload, retained: message.retain,
                     properties: MQTTMessageProperties(reading: properties)))

@@ -19,11 +19,14 @@ package enum EventLineReader {
     /// The accessory object `bytes` hold, or `nil` when they are not exactly one in the writer's canonical form (the
     /// payload of a retained accessory topic, as the MQTT bridge publishes it).
     package static func accessory(_ bytes: [UInt8]) -> Accessory? {
-        bytes.withUnsafeBufferPointer { buffer in
-            var cursor = Cursor(bytes: buffer)
-            guard let accessory = cursor.accessory(), cursor.position == buffer.count else { return nil }
-            return accessory
-        }
+        bytes.withUnsafeBufferPointer { accessory($0) }
+    }
+
+    /// ``accessory(_:)`` on bytes in place.
+    package static func accessory(_ bytes: UnsafeBufferPointer<UInt8>) -> Accessory? {
+        var cursor = Cursor(bytes: bytes)
+        guard let accessory = cursor.accessory(), cursor.position == bytes.count else { return nil }
+        return accessory
     }
 
     private struct Cursor {

@@ -128,31 +128,39 @@ func fleetError(_ error: MQTTError) -> AccmonError {
 
 extension FleetOptions {
     func output(_ state: FleetState, _ filter: AccessoryFilter) -> [FleetHostOutput] {
-        state.sortedHosts.filter { shows(host: $0.name) }.map { host in
-            FleetHostOutput(
-                host: host.name, state: host.stateName, status: host.status?.withoutCounts,
-                accessories: host.sortedAccessories.filter(filter.matches), claims: host.claims)
-        }
+        shown(state).map { Self.output($0, filter) }
     }
 
-    /// `accmon list --broker`.
+    /// The hosts of `state` shown, in order.
+    func shown(_ state: FleetState) -> [FleetHost] { state.sortedHosts.filter { shows(host: $0.name) } }
+
+    /// What is shown of `host`: its accessories that pass `filter`, in connection order.
+    static func output(_ host: FleetHost, _ filter: AccessoryFilter) -> FleetHostOutput {
+        FleetHostOutput(
+            host: host.name, state: host.stateName, status: host.status?.withoutCounts,
+            accessories: host.sortedAccessories.filter(filter.matches), claims: host.claims)
+    }
+
+    /// `accmon list --broker`: the table's rows are made as the hosts are read.
     func list(filter: AccessoryFilter, json: Bool) async throws(AccmonError) {
         let settings = try settings()
+        let rows = json ? nil : FleetTable.Rows { Self.output($0, filter) }
         let read: FleetReadResult
         do {
-            read = try await FleetReader.state(settings: settings, topics: topics, options: readOptions)
+            read = try await FleetReader.state(
+                settings: settings, topics: topics, options: readOptions, eachHost: rows.map { rows in rows.make })
         } catch {
             throw fleetError(error)
         }
         for warning in read.warnings { writeError(warning + "\n") }
-        let hosts = output(read.state, filter)
-        keepUntilExit((read, hosts))
-        if json {
+        keepUntilExit((read, rows))
+        if let rows {
+            writeOut(rows.table(shown(read.state)))
+        } else {
+            let hosts = output(read.state, filter)
+            keepUntilExit(hosts)
             writeOut(FleetHostOutput.jsonLine(hosts, then: #","version":\#(jsonOutputVersion)}"#))
-            try incompleteness(read)
-            return
         }
-        for piece in await FleetTable.pieces(hosts) { writeOut(piece) }
         try incompleteness(read)
     }
 

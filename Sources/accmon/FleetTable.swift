@@ -1,52 +1,59 @@
 import AccmonClient
 import AccmonMQTT
+import Synchronization
 
 /// The table of `accmon list --broker`: a row per accessory (and a row of dashes for a host without any), with its
-/// host's state and its claim's holder. A fleet's table has tens of thousands of rows, made once the whole fleet is
-/// read: it is made in two halves at once, on two threads.
+/// host's state and its claim's holder. A fleet's table has tens of thousands of rows: each host's rows are made and
+/// measured as soon as the host is read (``Rows``, given to the reader), while the rest of the fleet is read; once
+/// it is read, the rows are written with the widest cell of each column.
 enum FleetTable {
     static let header = ["HOST", "STATE", "CONN", "KIND", "ID", "NAME", "SERIAL", "NODES", "HOLDER"]
 
-    /// The table's bytes, in three pieces to write one after the other: the header, then the two halves' rows.
-    static func pieces(_ hosts: [FleetHostOutput]) async -> [[UInt8]] {
-        let rows = hosts.reduce(0) { $0 + max($1.accessories.count, 1) }
-        var split = 0
-        var firstRows = 0
-        while split < hosts.count, firstRows < rows / 2 {
-            firstRows += max(hosts[split].accessories.count, 1)
-            split += 1
+    /// Each host's rows as made while the fleet is read, by host level.
+    final class Rows: Sendable {
+        private let made = Mutex<[String: MeasuredCells]>([:])
+        private let output: @Sendable (FleetHost) -> FleetHostOutput
+
+        /// `output`: what is shown of a host (its accessories that pass the filter).
+        init(output: @escaping @Sendable (FleetHost) -> FleetHostOutput) { self.output = output }
+
+        /// Makes `host`'s rows, replacing those made before for it (the reader's `eachHost`).
+        func make(_ host: FleetHost) {
+            let rows = FleetTable.rows(of: output(host))
+            made.withLock { $0[host.level] = rows }
         }
-        let firstHosts = Array(hosts[..<split])
-        let secondHosts = Array(hosts[split...])
-        async let measuringFirst = MeasuredCells(cells(firstHosts), columns: header.count)
-        async let measuringSecond = MeasuredCells(cells(secondHosts), columns: header.count)
-        let (first, second) = await (measuringFirst, measuringSecond)
-        let head = MeasuredCells(header, columns: header.count)
-        let widths = head.widest(with: first.widest(with: second.widths))
-        async let firstRowsBytes = first.rows(widths)
-        async let secondRowsBytes = second.rows(widths)
-        return await [head.rows(widths), firstRowsBytes, secondRowsBytes]
+
+        /// The table of `hosts` (the hosts shown, in order): each host's rows as made, or made now.
+        func table(_ hosts: [FleetHost]) -> [UInt8] {
+            let made = self.made.withLock { $0 }
+            let parts = hosts.map { made[$0.level] ?? FleetTable.rows(of: output($0)) }
+            let head = MeasuredCells(FleetTable.header, columns: FleetTable.header.count)
+            let widths = parts.reduce(head.widths) { $1.widest(with: $0) }
+            var out = head.rows(widths)
+            out.reserveCapacity(parts.reduce(out.count) { $0 + $1.rowsSize(widths) })
+            for part in parts { part.rows(widths, into: &out) }
+            return out
+        }
     }
 
-    /// The cells of `hosts`' rows, row after row.
-    static func cells(_ hosts: [FleetHostOutput]) -> [String] {
-        var cells: [String] = []
-        cells.reserveCapacity(header.count * hosts.reduce(0) { $0 + max($1.accessories.count, 1) })
-        for host in hosts {
-            if host.accessories.isEmpty { cells += [host.host, host.state, "-", "-", "-", "-", "-", "-", "-"] }
-            for accessory in host.accessories {
-                cells.append(host.host)
-                cells.append(host.state)
-                cells.append(accessory.connectionID.description)
-                cells.append(accessory.kind.rawValue)
-                cells.append(accessory.usbID)
-                cells.append(quotedIfNeeded(accessory.name))
-                cells.append(quotedIfNeeded(accessory.serialNumber))
-                cells.append(
-                    accessory.deviceNodes.count == 1
-                        ? accessory.deviceNodes[0] : accessory.deviceNodes.joined(separator: ","))
-                cells.append(host.claim(of: accessory).map { ClaimsCommand.userLabel($0.holder) } ?? "-")
-            }
+    /// The rows of one host, measured.
+    static func rows(of host: FleetHostOutput) -> MeasuredCells {
+        var cells = MeasuredCells(columns: header.count, cells: header.count * max(host.accessories.count, 1))
+        if host.accessories.isEmpty {
+            for cell in [host.host, host.state, "-", "-", "-", "-", "-", "-", "-"] { cells.append(cell) }
+        }
+        for accessory in host.accessories {
+            cells.append(host.host)
+            cells.append(host.state)
+            cells.append(accessory.connectionID.description)
+            cells.append(accessory.kind.rawValue)
+            cells.append(accessory.usbID)
+            cells.appendQuotedIfNeeded(accessory.name)
+            cells.appendQuotedIfNeeded(accessory.serialNumber)
+            cells.append(
+                accessory.deviceNodes.count == 1
+                    ? accessory.deviceNodes[0] : accessory.deviceNodes.joined(separator: ","))
+            cells.append(host.claim(of: accessory).map { ClaimsCommand.userLabel($0.holder) } ?? "-")
         }
         return cells
     }

@@ -115,61 +115,6 @@ func table(_ header: [String], _ rows: [[String]]) -> String {
     return String(decoding: out, as: UTF8.self)
 }
 
-/// The table of `header`'s columns whose rows are `cells`, row after row, `header.count` cells each, as bytes.
-func table(_ header: [String], cells: [String]) -> [UInt8] {
-    let head = MeasuredCells(header, columns: header.count)
-    let body = MeasuredCells(cells, columns: header.count)
-    let widths = head.widest(with: body.widths)
-    return head.rows(widths) + body.rows(widths)
-}
-
-/// Rows of cells, `columns` cells each, measured: each cell's width and each column's widest. A fleet's table has
-/// tens of thousands of rows: each cell is measured once, and the rows are written in one pass without copying the
-/// cells; parts of a table can be measured and written on threads of their own.
-struct MeasuredCells: Sendable {
-    let cells: [String]
-    let columns: Int
-    private(set) var cellWidths: [Int] = []
-    /// The widest cell of each column.
-    private(set) var widths: [Int]
-
-    init(_ cells: [String], columns: Int) {
-        self.cells = cells
-        self.columns = columns
-        widths = Array(repeating: 0, count: columns)
-        cellWidths.reserveCapacity(cells.count)
-        var column = 0
-        for cell in cells {
-            let width = displayWidth(cell)
-            cellWidths.append(width)
-            widths[column] = max(widths[column], width)
-            column = column + 1 == columns ? 0 : column + 1
-        }
-    }
-
-    /// The widest of each column here and in `others`.
-    func widest(with others: [Int]) -> [Int] { zip(widths, others).map { max($0, $1) } }
-
-    /// The rows, each cell padded to its column's width in `widths` and two spaces (the last cell of a row: a
-    /// newline).
-    func rows(_ widths: [Int]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity((widths.reduce(0, +) + 2 * columns + 1) * (cells.count / max(columns, 1) + 1))
-        var column = 0
-        for index in cells.indices {
-            out.append(contentsOf: cells[index].utf8)
-            if column == columns - 1 {
-                out.append(UInt8(ascii: "\n"))
-                column = 0
-            } else {
-                out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: widths[column] - cellWidths[index] + 2))
-                column += 1
-            }
-        }
-        return out
-    }
-}
-
 /// Keeps `value` until the process exits, which frees it at once: a command's large result (a fleet's state of tens
 /// of thousands of accessories) is not freed object by object just before the exit.
 func keepUntilExit<Value>(_ value: Value) {
@@ -182,7 +127,7 @@ private final class KeptUntilExit<Value> {
 }
 
 /// The columns a cell takes: its characters (grapheme clusters), counted by its bytes when it is ASCII.
-private func displayWidth(_ cell: String) -> Int {
+func displayWidth(_ cell: String) -> Int {
     cell.utf8.allSatisfy { $0 < 0x80 } ? cell.utf8.count : cell.count
 }
 

@@ -1,7 +1,8 @@
-import AccmonMQTT
 import AccmonProtocol
 import AccmonTestSupport
 import Testing
+
+@testable import AccmonMQTT
 
 /// Characters a host name or accessory id may hold that topic levels must not carry as they are, and plain ones.
 private let levelAlphabet: [Unicode.Scalar] =
@@ -91,6 +92,11 @@ private func isCleanLevel(_ level: String) -> Bool {
     ] {
         #expect(topics.parse(other) == nil, "\(other)")
     }
+    for other in ["site/accmon/lab%2F1/status", claim, "site/accmon/$hosts/7/lab-1", "site/accmon/lab-1/accessories/x"]
+    {
+        var bytes = other
+        #expect(bytes.withUTF8 { topics.accessoryTopic($0) } == nil, "\(other)")
+    }
 }
 
 @Test func everyAccessoryTopicParsesBackToItsHostIDAndConnection() {
@@ -108,6 +114,10 @@ private func isCleanLevel(_ level: String) -> Bool {
         #expect(FleetTopics.decodeLevel(level) == host)
         #expect(id == accessory.accessoryID)
         #expect(connection == accessory.connectionID.rawValue)
+        // What a one-time read counts a host's accessory topics by: the same host and connection.
+        var bytes = topic
+        let counted = bytes.withUTF8 { topics.accessoryTopic($0) }
+        #expect(counted?.hostLevel == level && counted?.connectionID == connection, "\(topic.debugDescription)")
     }
 }
 
