@@ -21,6 +21,10 @@ extension FleetSession {
         /// Accessory messages on hosts handed over, applied once their accessories are decoded.
         var later: [(topic: FleetTopics.Topic, payload: [UInt8])] = []
 
+        /// The host level of the last accessory message taken: the broker delivers a host's topics one after the
+        /// other.
+        var lastHost = LastHost()
+
         mutating func changedAfterHandOver(_ level: String) {
             if handedOver.contains(level) { changed.insert(level) }
         }
@@ -29,7 +33,8 @@ extension FleetSession {
     /// An accessory message of a window that holds payloads, taken straight from libmosquitto's buffer
     /// (``MQTTClient/takeMessage``): counted, and its payload kept. Anything else comes the usual way, as an event.
     func take(topic: UnsafeBufferPointer<UInt8>, payload: UnsafeRawBufferPointer) -> Bool {
-        guard let (level, connection) = topics.accessoryTopic(topic) else { return false }
+        guard let (hostRange, connection) = topics.accessoryTopic(topic), decoding != nil else { return false }
+        let level = decoding!.lastHost.level(UnsafeBufferPointer(rebasing: topic[hostRange]))
         if ahead?.holdsPayloads == true, ahead!.levels.contains(level) {
             ahead!.hold(level: level, connection: connection, payload: payload)
         } else if window?.holdsPayloads == true, window!.levels.contains(level) {
@@ -85,6 +90,20 @@ extension FleetSession {
         for level in changed.sorted() {
             if let host = state.hosts[level] { eachHost(host) }
         }
+    }
+}
+
+/// The last host level made from a topic's bytes, made again only when the bytes differ.
+struct LastHost {
+    private var bytes: [UInt8] = []
+    private var text = ""
+
+    mutating func level(_ level: UnsafeBufferPointer<UInt8>) -> String {
+        if !level.elementsEqual(bytes) {
+            bytes = Array(level)
+            text = String(decoding: level, as: UTF8.self)
+        }
+        return text
     }
 }
 

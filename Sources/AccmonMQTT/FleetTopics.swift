@@ -123,11 +123,11 @@ public struct FleetTopics: Sendable, Hashable {
         }
     }
 
-    /// The host level and connection id of an accessory topic, or `nil` for any other topic: what a reader counting
-    /// a host's accessory topics needs, without the accessory id (``parse(_:)`` gives it).
-    func accessoryTopic(_ topic: UnsafeBufferPointer<UInt8>) -> (hostLevel: String, connectionID: UInt64)? {
+    /// Where the host level of an accessory topic lies, and its connection id; `nil` for any other topic: what a
+    /// reader counting a host's accessory topics needs, without the accessory id (``parse(_:)`` gives it).
+    func accessoryTopic(_ topic: UnsafeBufferPointer<UInt8>) -> (hostLevel: Range<Int>, connectionID: UInt64)? {
         guard let (host, shape) = shape(of: topic), case .accessory(_, let connection) = shape else { return nil }
-        return (String(decoding: UnsafeBufferPointer(rebasing: topic[host]), as: UTF8.self), connection)
+        return (host, connection)
     }
 
     /// What a topic's levels after the host's are: where the accessory id lies, and the connection id.
@@ -181,11 +181,25 @@ public struct FleetTopics: Sendable, Hashable {
         }
         guard let idEnd = Self.index(of: slash, in: topic, from: idStart),
             Self.index(of: slash, in: topic, from: idEnd + 1) == nil,
-            let connection = UInt64(
-                String(decoding: UnsafeBufferPointer(rebasing: topic[(idEnd + 1)...]), as: UTF8.self))
+            let connection = Self.decimal(UnsafeBufferPointer(rebasing: topic[(idEnd + 1)...]))
         else { return nil }
         let id = idStart..<idEnd
         return (host, isClaim ? .claim(id: id, connection: connection) : .accessory(id: id, connection: connection))
+    }
+
+    /// The number `digits` write in decimal (one digit at least, nothing else), when it fits.
+    private static func decimal(_ digits: UnsafeBufferPointer<UInt8>) -> UInt64? {
+        guard !digits.isEmpty else { return nil }
+        var value: UInt64 = 0
+        for byte in digits {
+            let digit = byte &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            let (times10, overflow) = value.multipliedReportingOverflow(by: 10)
+            let (sum, carry) = times10.addingReportingOverflow(UInt64(digit))
+            guard !overflow, !carry else { return nil }
+            value = sum
+        }
+        return value
     }
 
     /// The index of the first `byte` in `bytes` at or after `start`.

@@ -28,33 +28,26 @@ struct MeasuredCells: Sendable {
     /// Adds the next cell.
     mutating func append(_ cell: String) {
         bytes.append(contentsOf: cell.utf8)
-        close(width: cell.utf8.allSatisfy { $0 < 0x80 } ? cell.utf8.count : cell.count)
+        close(width: CellBytes(cell).ascii ? cell.utf8.count : cell.count)
     }
 
     /// Adds the next cell as ``quotedIfNeeded(_:)`` writes `text`; text that needs only the quotes (spaces, not
     /// quotes, backslashes or control characters: a usual product name) is copied between them directly.
     mutating func appendQuotedIfNeeded(_ text: String) {
-        var plain = true
-        var onlySpaces = true
-        var ascii = true
-        for byte in text.utf8 {
-            if byte <= 0x20 || byte == UInt8(ascii: "\"") || byte == 0x7F {
-                plain = false
-                if byte != UInt8(ascii: " ") { onlySpaces = false }
-            } else if byte == UInt8(ascii: "\\") {
-                onlySpaces = false
-            } else if byte >= 0x80 {
-                ascii = false
-            }
+        let scan = CellBytes(text)
+        guard !scan.plain else {
+            bytes.append(contentsOf: text.utf8)
+            close(width: scan.ascii ? text.utf8.count : text.count)
+            return
         }
-        if plain || !onlySpaces {
-            append(plain ? text : quotedIfNeeded(text))
+        guard scan.onlySpaces else {
+            append(quotedIfNeeded(text))
             return
         }
         bytes.append(UInt8(ascii: "\""))
         bytes.append(contentsOf: text.utf8)
         bytes.append(UInt8(ascii: "\""))
-        close(width: ascii ? text.utf8.count + 2 : text.count + 2)
+        close(width: (scan.ascii ? text.utf8.count : text.count) + 2)
     }
 
     private mutating func close(width: Int) {
@@ -100,5 +93,55 @@ struct MeasuredCells: Sendable {
                 }
             }
         }
+    }
+}
+
+/// What a cell's bytes hold that the table must know, eight bytes at a time: non-ASCII bytes (its width is then
+/// counted in characters), and what makes ``quotedIfNeeded(_:)`` quote it.
+private struct CellBytes {
+    private var nonASCII = false
+    private var space = false
+    /// Control characters (below U+0020, and U+007F) and quotes: escaped inside the quotes.
+    private var escaped = false
+    private var backslash = false
+
+    init(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            var index = 0
+            while index + 8 <= bytes.count {
+                note(word: UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self))
+                index += 8
+            }
+            while index < bytes.count {
+                note(word: UInt64(bytes[index]) | 0x4141_4141_4141_4100)  // the other bytes: 'A'
+                index += 1
+            }
+        }
+    }
+
+    var ascii: Bool { !nonASCII }
+    /// Written as it is.
+    var plain: Bool { !space && !escaped }
+    /// Written between quotes, as it is.
+    var onlySpaces: Bool { !escaped && !backslash }
+
+    private static let ones: UInt64 = 0x0101_0101_0101_0101
+    private static let highs: UInt64 = 0x8080_8080_8080_8080
+
+    /// Whether a byte of `word` is below `limit` (at most 128).
+    private static func hasByte(below limit: UInt64, _ word: UInt64) -> Bool {
+        (word &- ones &* limit) & ~word & highs != 0
+    }
+
+    private static func hasByte(_ value: UInt64, _ word: UInt64) -> Bool {
+        hasByte(below: 1, word ^ (ones &* value))
+    }
+
+    private mutating func note(word: UInt64) {
+        nonASCII = nonASCII || word & Self.highs != 0
+        space = space || Self.hasByte(0x20, word)
+        escaped = escaped || Self.hasByte(below: 0x20, word) || Self.hasByte(0x7F, word) || Self.hasByte(0x22, word)
+        backslash = backslash || Self.hasByte(0x5C, word)
     }
 }

@@ -116,8 +116,10 @@ private func isCleanLevel(_ level: String) -> Bool {
         #expect(connection == accessory.connectionID.rawValue)
         // What a one-time read counts a host's accessory topics by: the same host and connection.
         var bytes = topic
-        let counted = bytes.withUTF8 { topics.accessoryTopic($0) }
-        #expect(counted?.hostLevel == level && counted?.connectionID == connection, "\(topic.debugDescription)")
+        let counted = bytes.withUTF8 { bytes in
+            topics.accessoryTopic(bytes).map { (String(decoding: bytes[$0.hostLevel], as: UTF8.self), $0.connectionID) }
+        }
+        #expect(counted?.0 == level && counted?.1 == connection, "\(topic.debugDescription)")
     }
 }
 
