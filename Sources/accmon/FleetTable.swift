@@ -29,10 +29,14 @@ enum FleetTable {
             let parts = hosts.map { made[$0.level] ?? FleetTable.rows(of: output($0)) }
             let head = MeasuredCells(FleetTable.header, columns: FleetTable.header.count)
             let widths = parts.reduce(head.widths) { $1.widest(with: $0) }
-            var out = head.rows(widths)
-            out.reserveCapacity(parts.reduce(out.count) { $0 + $1.rowsSize(widths) })
-            for part in parts { part.rows(widths, into: &out) }
-            return out
+            let size = parts.reduce(head.rowsSize(widths)) { $0 + $1.rowsSize(widths) }
+            return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+                var at = buffer.baseAddress!
+                at += head.writeRows(widths, to: at)
+                for part in parts { at += part.writeRows(widths, to: at) }
+                count = at - buffer.baseAddress!
+                precondition(count == size, "the table's size was miscounted")
+            }
         }
     }
 

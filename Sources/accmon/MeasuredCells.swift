@@ -9,6 +9,8 @@ struct MeasuredCells: Sendable {
     private var cellWidths: [Int] = []
     /// The widest cell of each column.
     private(set) var widths: [Int]
+    /// The widths of the cells not in the last column, added up (for the size of the rows).
+    private var widthsBeforeLastColumn = 0
     private var column = 0
 
     /// No cells yet; room for `cells` cells of about `bytesPerCell` bytes.
@@ -53,6 +55,7 @@ struct MeasuredCells: Sendable {
     private mutating func close(width: Int) {
         ends.append(bytes.count)
         cellWidths.append(width)
+        if column != columns - 1 { widthsBeforeLastColumn += width }
         widths[column] = max(widths[column], width)
         column = column + 1 == columns ? 0 : column + 1
     }
@@ -63,36 +66,45 @@ struct MeasuredCells: Sendable {
     /// The rows, each cell padded to its column's width in `widths` and two spaces (the last cell of a row: a
     /// newline).
     func rows(_ widths: [Int]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(rowsSize(widths))
-        rows(widths, into: &out)
-        return out
+        let size = rowsSize(widths)
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            count = writeRows(widths, to: buffer.baseAddress!)
+        }
     }
 
-    /// The size of ``rows(_:)``.
+    /// The size of ``rows(_:)`` in bytes.
     func rowsSize(_ widths: [Int]) -> Int {
-        (widths.reduce(0, +) + 2 * (columns - 1) + 1) * (ends.count / max(columns, 1))
+        let rows = ends.count / columns
+        let padded = widths.dropLast().reduce(0) { $0 + $1 + 2 }
+        return bytes.count + rows * (padded + 1) - widthsBeforeLastColumn
     }
 
-    /// Appends ``rows(_:)`` to `out`.
-    func rows(_ widths: [Int], into out: inout [UInt8]) {
+    /// Writes ``rows(_:)`` at `start`, which has room for ``rowsSize(_:)`` bytes; returns how many it wrote.
+    func writeRows(_ widths: [Int], to start: UnsafeMutablePointer<UInt8>) -> Int {
+        var at = start
         bytes.withUnsafeBufferPointer { bytes in
-            var start = 0
+            var cellStart = 0
             var column = 0
             for index in ends.indices {
                 let end = ends[index]
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<end]))
-                start = end
+                if end > cellStart {
+                    at.update(from: bytes.baseAddress! + cellStart, count: end - cellStart)
+                    at += end - cellStart
+                }
+                cellStart = end
                 if column == columns - 1 {
-                    out.append(UInt8(ascii: "\n"))
+                    at.pointee = UInt8(ascii: "\n")
+                    at += 1
                     column = 0
                 } else {
-                    out.append(
-                        contentsOf: repeatElement(UInt8(ascii: " "), count: widths[column] - cellWidths[index] + 2))
+                    let padding = widths[column] - cellWidths[index] + 2
+                    at.update(repeating: UInt8(ascii: " "), count: padding)
+                    at += padding
                     column += 1
                 }
             }
         }
+        return at - start
     }
 }
 
