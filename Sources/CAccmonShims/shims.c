@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "CAccmonShims.h"
 #include <linux/netlink.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <string.h>
 #include <fcntl.h>
@@ -89,4 +90,8 @@ int CAccmonShims_hangUpTerminal(int fd) {
 
 int CAccmonShims_pathFlag(void) {
     return O_PATH;
+}
+
+int CAccmonShims_setHeapTopPad(int bytes) {
+    return mallopt(M_TOP_PAD, bytes);
 }

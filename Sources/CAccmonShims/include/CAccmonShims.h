@@ -65,4 +65,8 @@ int CAccmonShims_hangUpTerminal(int fd);
 /// The `O_PATH` flag, which Swift's Glibc leaves out (it needs _GNU_SOURCE).
 int CAccmonShims_pathFlag(void);
 
+/// mallopt(M_TOP_PAD, bytes), which Swift's Glibc leaves out (malloc.h): how much more than it needs each malloc
+/// heap grows by. Returns 1 on success, 0 on error.
+int CAccmonShims_setHeapTopPad(int bytes);
+
 #endif
