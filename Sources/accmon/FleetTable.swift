@@ -46,11 +46,15 @@ enum FleetTable {
         if host.accessories.isEmpty {
             for cell in [host.host, host.state, "-", "-", "-", "-", "-", "-", "-"] { cells.append(cell) }
         }
+        // Measured once: the host's cells are on each of its rows; the state, connection id and kind are ASCII.
+        let hostWidth = MeasuredCells.width(of: host.host)
+        let stateWidth = MeasuredCells.width(of: host.state)
         for accessory in host.accessories {
-            cells.append(host.host)
-            cells.append(host.state)
-            cells.append(accessory.connectionID.description)
-            cells.append(accessory.kind.rawValue)
+            cells.append(host.host, width: hostWidth)
+            cells.append(host.state, width: stateWidth)
+            let connection = accessory.connectionID.description
+            cells.append(connection, width: connection.utf8.count)
+            cells.append(accessory.kind.rawValue, width: accessory.kind.rawValue.utf8.count)
             cells.append(accessory.usbID)
             cells.appendQuotedIfNeeded(accessory.name)
             cells.appendQuotedIfNeeded(accessory.serialNumber)

@@ -29,8 +29,19 @@ struct MeasuredCells: Sendable {
 
     /// Adds the next cell.
     mutating func append(_ cell: String) {
+        append(cell, width: Self.width(of: cell))
+    }
+
+    /// Adds the next cell, whose width is known (``width(of:)``): a cell repeated on many rows, or one known to be
+    /// ASCII (its width is its count of bytes).
+    mutating func append(_ cell: String, width: Int) {
         bytes.append(contentsOf: cell.utf8)
-        close(width: CellBytes(cell).ascii ? cell.utf8.count : cell.count)
+        close(width: width)
+    }
+
+    /// The columns `cell` takes: its characters (grapheme clusters), counted by its bytes when it is ASCII.
+    static func width(of cell: String) -> Int {
+        CellBytes(cell).ascii ? cell.utf8.count : cell.count
     }
 
     /// Adds the next cell as ``quotedIfNeeded(_:)`` writes `text`; text that needs only the quotes (spaces, not

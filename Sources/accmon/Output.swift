@@ -127,7 +127,7 @@ private final class KeptUntilExit<Value> {
 }
 
 /// The columns a cell takes: its characters (grapheme clusters), counted by its bytes when it is ASCII.
-func displayWidth(_ cell: String) -> Int {
+private func displayWidth(_ cell: String) -> Int {
     cell.utf8.allSatisfy { $0 < 0x80 } ? cell.utf8.count : cell.count
 }
 
