@@ -1,7 +1,6 @@
 import AccmonClient
 import AccmonManifest
 import AccmonOptions
-import AccmonSys
 import Glibc
 
 let commands: [any Command.Type] = [
@@ -78,11 +77,6 @@ enum Invocation {
         usageFailure(error, usage: chosen.usage, command: chosen.name)
     }
 }
-
-// A fleet's read (`--broker`) allocates tens of megabytes on threads of its own, whose heaps otherwise grow a few
-// pages at a time (about 10,000 mprotect calls for 50,000 accessories). 64 MB is the most a thread's heap holds: its
-// heaps are made writable whole when they are made.
-growHeaps(by: 64 << 20)
 
 let parsed: any Command
 switch parseInvocation(Array(CommandLine.arguments.dropFirst())) {
