@@ -80,6 +80,9 @@ extension BridgeProcessTests {
                     #expect(free != nil && free?["claim"] == nil, "\(watch.stdout)")
                 }
             }
+            // The human watcher's first state too, before anything changes: it started beside the others, and a
+            // release that came before its first read would show the accessory free from the start.
+            #expect(await waitFor("claimed by ci (remote)") { human.stdout }, "\(human.stdout)\(human.stderr)")
 
             // Released: the accessory's object without its claim, the old one gone first.
             let released = try ci.ask(RemoteClaimRequest(op: .release, nonce: "", claimIDs: [claimID]), host: "lab-1")
@@ -181,7 +184,8 @@ extension BridgeProcessTests {
             }
             func listed(_ options: [String]) async throws -> [String] {
                 let result = try await run(
-                    try Binaries.accmon, ["claims", "--broker", broker.url, "--json", "--broker-queue", "50"] + options,
+                    try Binaries.accmon,
+                    ["claims", "--broker", broker.url, "--json", "--broker-queue", "50"] + options,
                     in: broker.directory, timeout: .seconds(120))
                 #expect(result.termination == .exited(0) && result.stderr.isEmpty, "\(result.stderr)")
                 return try JSONDecoder().decode(Listed.self, from: Data(result.stdout.utf8)).claims.map {
@@ -189,12 +193,13 @@ extension BridgeProcessTests {
                 }
             }
             func expected(_ hosts: some Sequence<Int>) -> Set<String> {
-                Set(hosts.flatMap { host in
-                    (0..<fleet.accessories).map { index in
-                        let connection = SyntheticFleet.accessory(host: host, index).connectionID.rawValue
-                        return "\(SyntheticFleet.name(host))/\(connection)/user-\(host)-\(index)"
-                    }
-                })
+                Set(
+                    hosts.flatMap { host in
+                        (0..<fleet.accessories).map { index in
+                            let connection = SyntheticFleet.accessory(host: host, index).connectionID.rawValue
+                            return "\(SyntheticFleet.name(host))/\(connection)/user-\(host)-\(index)"
+                        }
+                    })
             }
             let every = try await listed([])
             #expect(every.count == 600 && Set(every) == expected(0..<fleet.hosts))
@@ -212,8 +217,10 @@ extension BridgeProcessTests {
             let beforeClaim = broker.log.count
             let claimed = try await run(
                 try Binaries.accmon,
-                ["claim", "--broker", broker.url, "--username", "ci", "--broker-queue", "50", "--host",
-                    SyntheticFleet.name(7), "--serial", "none-such", "--", "true"],
+                [
+                    "claim", "--broker", broker.url, "--username", "ci", "--broker-queue", "50", "--host",
+                    SyntheticFleet.name(7), "--serial", "none-such", "--", "true",
+                ],
                 in: broker.directory, timeout: .seconds(60))
             #expect(claimed.termination == .exited(1), "\(claimed)")
             #expect(claimed.stderr.contains("no online host has 1 matching accessories"), "\(claimed.stderr)")

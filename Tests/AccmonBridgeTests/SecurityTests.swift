@@ -49,6 +49,8 @@ struct SecuredBroker {
     /// A password file for `user` (mode 0600, as the service's would be).
     func passwordFile(_ user: String, password: String? = nil) throws -> String {
         let path = directory.file("\(user)-\(password ?? "right").password")
+        // Written once: a process started a moment ago may be reading it, and a rewrite truncates it first.
+        guard !FileManager.default.fileExists(atPath: path) else { return path }
         try ((password ?? "pw-\(user)") + "\n").write(toFile: path, atomically: false, encoding: .utf8)
         chmod(path, 0o600)
         return path

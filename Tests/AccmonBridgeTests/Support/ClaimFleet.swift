@@ -10,7 +10,8 @@ import Glibc
 final class ClaimFleet: @unchecked Sendable {
     /// The ACL of docs/MQTT.md §12.2, read from that page: the tests use it as written.
     static let acl: String = {
-        let page = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../docs/MQTT.md")
+        let page = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "../../../docs/MQTT.md")
         let text = (try? String(contentsOf: page.standardizedFileURL, encoding: .utf8)) ?? ""
         guard let start = text.range(of: "```\n# /etc/mosquitto/acl (fleet claims)\n"),
             let end = text.range(of: "```", range: start.upperBound..<text.endIndex)
@@ -31,7 +32,9 @@ final class ClaimFleet: @unchecked Sendable {
     let directory: TemporaryDirectory
     var hosts: [BridgedHost] = []
 
-    init(hosts names: [String] = ["lab-1"], lease: (renew: Int, expiry: Int)? = nil, persistence: Bool = false)
+    init(
+        hosts names: [String] = ["lab-1"], lease: (renew: Int, expiry: Int)? = nil, persistence: Bool = false
+    )
         async throws
     {
         directory = try TemporaryDirectory()
@@ -66,6 +69,8 @@ final class ClaimFleet: @unchecked Sendable {
     /// A password file for `user` (mode 0600).
     func passwordFile(_ user: String) throws -> String {
         let path = directory.file("\(user).password")
+        // Written once: a watcher started a moment ago may be reading it, and a rewrite truncates it first.
+        guard !FileManager.default.fileExists(atPath: path) else { return path }
         try "pw-\(user)\n".write(toFile: path, atomically: false, encoding: .utf8)
         chmod(path, 0o600)
         return path
@@ -92,7 +97,9 @@ final class ClaimFleet: @unchecked Sendable {
             let read = try? FleetReader.stateNow(settings: settings, topics: FleetTopics(prefix: "accmon"))
         else { return [:] }
         var hosts: [String: [Accessory]] = [:]
-        for host in read.state.sortedHosts where host.stateName == "online" { hosts[host.name] = host.sortedAccessories }
+        for host in read.state.sortedHosts where host.stateName == "online" {
+            hosts[host.name] = host.sortedAccessories
+        }
         return hosts
     }
 
