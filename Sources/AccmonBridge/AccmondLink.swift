@@ -19,83 +19,59 @@ final class AccmondLink {
         case event(RelayedEvent)
     }
 
+    /// Where the session is once connected.
     private enum Phase {
-        case waiting(until: UInt64)
         case greeting
         case restoring
         case subscribing
         case live
     }
 
-    /// Bytes read per turn of the loop: the bridge stays responsive to the broker during a burst.
-    private static let readSize = 65_536
-
-    let socketPath: String
     private let restoreID: String
     private let logger: Logger
-    private(set) var descriptor: FileDescriptor?
-    private var phase = Phase.waiting(until: 0)
-    private var framer = LineFramer(limit: 64 << 20)
-    private var outbound: [UInt8] = []
-    private var backoff = Backoff(ceilingSeconds: 5)
+    private var connection: AccmondConnection
+    private var phase = Phase.greeting
     private var nextRequestID: Int64 = 1
-    private var buffer = [UInt8](repeating: 0, count: readSize)
     private let codec = ProtocolCodec()
     /// Whether `suspend` was the last of `suspend` and `resume` sent in this session.
     private(set) var isSuspended = false
 
     init(socketPath: String, restoreID: String, logger: Logger) {
-        self.socketPath = socketPath
+        connection = AccmondConnection(socketPath: socketPath)
         self.restoreID = restoreID
         self.logger = logger
     }
 
+    var socketPath: String { connection.socketPath }
+    var descriptor: FileDescriptor? { connection.descriptor }
     /// Subscribed and live: events flow, acknowledgements count.
-    var isLive: Bool { if case .live = phase { true } else { false } }
-    var wantsWrite: Bool { !outbound.isEmpty }
-    var nextDeadline: UInt64? { if case .waiting(let until) = phase { until } else { nil } }
+    var isLive: Bool { if connection.descriptor != nil, case .live = phase { true } else { false } }
+    var wantsWrite: Bool { connection.wantsWrite }
+    var nextDeadline: UInt64? { connection.nextAttempt }
 
     /// Connects when a retry is due.
     func tick(now: UInt64) {
-        guard case .waiting(let until) = phase, now >= until else { return }
-        do {
-            let socket = try UnixSocket.connect(path: socketPath)
-            try socket.setNonBlocking()
-            descriptor = socket
-        } catch let error as SocketError {
-            lost(Self.connectProblem(error), now: now)
-            return
-        } catch {
-            lost("accmond: \(socketPath): \(error)", now: now)
-            return
+        switch connection.connectIfDue(now: now) {
+        case nil: return
+        case .failure(let lost): self.lost(lost.reason, now: now)
+        case .success:
+            isSuspended = false
+            phase = .greeting
+            send(.hello(versions: Array(WireFormat.supportedVersions), clientName: "accmon-mqtt", restoreID: restoreID))
         }
-        framer = LineFramer(limit: 64 << 20)
-        outbound = []
-        isSuspended = false
-        phase = .greeting
-        send(.hello(versions: Array(WireFormat.supportedVersions), clientName: "accmon-mqtt", restoreID: restoreID))
     }
 
     /// Reads what the socket holds (up to one buffer) and returns the events; call when it is readable.
     func read(now: UInt64) -> [Event] {
-        guard let descriptor else { return [] }
-        let result = buffer.withUnsafeMutableBytes { raw in
-            Result { () throws(Errno) -> Int in try descriptor.receive(into: raw) }
-        }
-        let count: Int
-        switch result {
-        case .success(0):
-            lost("accmond closed the connection", now: now)
-            return []
-        case .success(let read): count = read
-        case .failure(.wouldBlock), .failure(.interrupted): return []
-        case .failure(let error):
-            lost("accmond: read: \(error)", now: now)
+        let lines: [[UInt8]]
+        switch connection.readLines() {
+        case .success(let read): lines = read
+        case .failure(let lost):
+            self.lost(lost.reason, now: now)
             return []
         }
         var events: [Event] = []
-        for item in framer.append(buffer[..<count]) {
-            guard case .line(let line) = item else { continue }
+        for line in lines {
             if !handle(line, into: &events, now: now) { break }
         }
         return events
@@ -103,15 +79,7 @@ final class AccmondLink {
 
     /// Writes what waits; call when the socket is writable.
     func flush(now: UInt64) {
-        guard let descriptor, !outbound.isEmpty else { return }
-        let result = outbound.withUnsafeBytes { raw in
-            Result { () throws(Errno) -> Int in try descriptor.write(raw) }
-        }
-        switch result {
-        case .success(let written): outbound.removeFirst(written)
-        case .failure(.wouldBlock), .failure(.interrupted): break
-        case .failure(let error): lost("accmond: write: \(error)", now: now)
-        }
+        if let lost = connection.flush() { self.lost(lost.reason, now: now) }
     }
 
     /// Acknowledges every event up to `sequence` (the broker confirmed them).
@@ -129,8 +97,7 @@ final class AccmondLink {
 
     /// Closes the connection (the bridge stops): accmond keeps the session for its restore id.
     func close() {
-        descriptor?.close()
-        descriptor = nil
+        connection.close()
     }
 
     // MARK: Lines
@@ -153,7 +120,7 @@ final class AccmondLink {
             // Not in the canonical form (another writer): published as the codec writes it.
             events.append(.event(RelayedEvent(event: event, line: Array(codec.encode(message).dropLast()))))
         case (.greeting, .hello(_, _, _, let session, let restored)):
-            backoff.succeeded()
+            connection.sessionBegan()
             logger.info(
                 .bridgeAccmond,
                 restored ? "accmond: session '\(restoreID)' restored" : "accmond: new session '\(restoreID)'",
@@ -193,26 +160,10 @@ final class AccmondLink {
             id = .number(nextRequestID)
             nextRequestID += 1
         }
-        outbound += codec.encode(ClientMessage(id: id, request))
+        connection.send(codec.encode(ClientMessage(id: id, request)))
     }
 
     private func lost(_ reason: String, now: UInt64) {
-        descriptor?.close()
-        descriptor = nil
-        let delay = backoff.failed()
-        phase = .waiting(until: now + nanoseconds(delay))
-        logger.log(
-            backoff.isWorthReporting ? .warning : .debug, .bridgeAccmond,
-            "\(reason); reconnecting in \(delay) s (attempt \(backoff.failures))")
-    }
-
-    private static func connectProblem(_ error: SocketError) -> String {
-        switch error.errno {
-        case .permissionDenied, .notPermitted:
-            "accmond: cannot connect to '\(error.path)': \(error.errno); is the service's user in the 'accmon' group?"
-        default:
-            "accmond: cannot connect to '\(error.path)': \(error.errno); is accmond running? "
-                + "(`systemctl status accmond`)"
-        }
+        connection.lost(reason, now: now, logger: logger)
     }
 }

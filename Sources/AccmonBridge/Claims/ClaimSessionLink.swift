@@ -19,45 +19,40 @@ final class ClaimSessionLink {
         case lost
     }
 
-    private enum Phase { case waiting(until: UInt64), greeting, restoring, subscribing, live }
+    /// Where the session is once connected.
+    private enum Phase { case greeting, restoring, subscribing, live }
 
-    let socketPath: String
     let restoreID: String
     private let logger: Logger
-    private(set) var descriptor: FileDescriptor?
-    private var phase = Phase.waiting(until: 0)
-    private var framer = LineFramer(limit: 64 << 20)
-    private var outbound: [UInt8] = []
-    private var backoff = Backoff(ceilingSeconds: 5)
+    private var connection: AccmondConnection
+    private var phase = Phase.greeting
     private var nextRequestID: Int64 = 1
     private var listID: Int64?
-    private var buffer = [UInt8](repeating: 0, count: 65_536)
     private let codec = ProtocolCodec()
 
     init(socketPath: String, restoreID: String, logger: Logger) {
-        self.socketPath = socketPath
+        connection = AccmondConnection(socketPath: socketPath)
         self.restoreID = restoreID
         self.logger = logger
     }
 
-    var isLive: Bool { if case .live = phase { true } else { false } }
-    var wantsWrite: Bool { !outbound.isEmpty }
-    var nextDeadline: UInt64? { if case .waiting(let until) = phase { until } else { nil } }
+    var descriptor: FileDescriptor? { connection.descriptor }
+    var isLive: Bool { if connection.descriptor != nil, case .live = phase { true } else { false } }
+    var wantsWrite: Bool { connection.wantsWrite }
+    var nextDeadline: UInt64? { connection.nextAttempt }
 
     func tick(now: UInt64) -> [Event] {
-        guard case .waiting(let until) = phase, now >= until else { return [] }
-        do {
-            let socket = try UnixSocket.connect(path: socketPath)
-            try socket.setNonBlocking()
-            descriptor = socket
-        } catch {
-            return lost("claims: accmond: \(socketPath): \(error)", now: now)
+        switch connection.connectIfDue(now: now) {
+        case nil: return []
+        case .failure(let lost): return self.lost(lost.reason, now: now)
+        case .success:
+            phase = .greeting
+            send(
+                .hello(
+                    versions: Array(WireFormat.supportedVersions), clientName: "mqtt-claim-gateway",
+                    restoreID: restoreID))
+            return []
         }
-        framer = LineFramer(limit: 64 << 20)
-        outbound = []
-        phase = .greeting
-        _ = send(.hello(versions: Array(WireFormat.supportedVersions), clientName: "mqtt-claim-gateway", restoreID: restoreID))
-        return []
     }
 
     /// Sends `request`; returns its id.
@@ -65,7 +60,7 @@ final class ClaimSessionLink {
     func send(_ request: ClientRequest) -> Int64 {
         let id = nextRequestID
         nextRequestID += 1
-        outbound += codec.encode(ClientMessage(id: .number(id), request))
+        connection.send(codec.encode(ClientMessage(id: .number(id), request)))
         return id
     }
 
@@ -76,29 +71,22 @@ final class ClaimSessionLink {
     }
 
     func read(now: UInt64) -> [Event] {
-        guard let descriptor else { return [] }
-        let result = buffer.withUnsafeMutableBytes { raw in
-            Result { () throws(Errno) -> Int in try descriptor.receive(into: raw) }
-        }
-        let count: Int
-        switch result {
-        case .success(0): return lost("claims: accmond closed the connection", now: now)
-        case .success(let read): count = read
-        case .failure(.wouldBlock), .failure(.interrupted): return []
-        case .failure(let error): return lost("claims: accmond: read: \(error)", now: now)
+        let lines: [[UInt8]]
+        switch connection.readLines() {
+        case .success(let read): lines = read
+        case .failure(let lost): return self.lost(lost.reason, now: now)
         }
         var events: [Event] = []
-        for item in framer.append(buffer[..<count]) {
-            guard case .line(let line) = item else { continue }
+        for line in lines {
             if let event = EventLineReader.event(line) {
-                outbound += codec.encode(ClientMessage(.acknowledge(event.sequence)))
+                connection.send(codec.encode(ClientMessage(.acknowledge(event.sequence))))
                 continue
             }
             guard let message = try? codec.decodeServerMessage(line) else {
-                return events + lost("claims: accmond sent an unreadable line", now: now)
+                return events + lost("accmond sent an unreadable line", now: now)
             }
             events += handle(message, now: now)
-            if descriptor != self.descriptor { break }
+            if connection.descriptor == nil { break }
         }
         return events
     }
@@ -106,7 +94,7 @@ final class ClaimSessionLink {
     private func handle(_ message: ServerMessage, now: UInt64) -> [Event] {
         switch (phase, message) {
         case (.greeting, .hello(_, _, _, _, let restored)):
-            backoff.succeeded()
+            connection.sessionBegan()
             if restored {
                 phase = .restoring
             } else {
@@ -122,9 +110,9 @@ final class ClaimSessionLink {
             phase = .live
             return [.claims(snapshot.claims, accessories: snapshot.accessories), .session(restored: false)]
         case (.greeting, .error(_, let error)), (.subscribing, .error(_, let error)):
-            return lost("claims: accmond refused the session: \(error.message)", now: now)
+            return lost("accmond refused the session: \(error.message)", now: now)
         case (_, .shutdown(let reason)):
-            return lost("claims: accmond stopped: \(reason)", now: now)
+            return lost("accmond stopped: \(reason)", now: now)
         case (_, .list(.number(let id)?, let snapshot)) where id == listID:
             return [.claims(snapshot.claims, accessories: snapshot.accessories)]
         case (_, .claimNotice(let notice)): return [.notice(notice)]
@@ -137,26 +125,12 @@ final class ClaimSessionLink {
     }
 
     func flush(now: UInt64) -> [Event] {
-        guard let descriptor, !outbound.isEmpty else { return [] }
-        let result = outbound.withUnsafeBytes { raw in
-            Result { () throws(Errno) -> Int in try descriptor.write(raw) }
-        }
-        switch result {
-        case .success(let written): outbound.removeFirst(written)
-        case .failure(.wouldBlock), .failure(.interrupted): break
-        case .failure(let error): return lost("claims: accmond: write: \(error)", now: now)
-        }
-        return []
+        connection.flush().map { lost($0.reason, now: now) } ?? []
     }
 
+    /// The connection ended (or an attempt failed): said with the session's name, and retried with backoff.
     private func lost(_ reason: String, now: UInt64) -> [Event] {
-        descriptor?.close()
-        descriptor = nil
-        let delay = backoff.failed()
-        phase = .waiting(until: now + nanoseconds(delay))
-        logger.log(
-            backoff.isWorthReporting ? .warning : .debug, .bridgeAccmond,
-            "\(reason); next attempt in \(delay) s (attempt \(backoff.failures))")
+        connection.lost("claims: \(reason)", now: now, logger: logger)
         return [.lost]
     }
 }
