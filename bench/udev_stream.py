@@ -19,8 +19,11 @@ raised there only, so a 50,000-event burst fits the receivers' queues) under umo
 Usage: udev_stream.py BIN_DIR TOOLS_DIR CLIENT [--repeats R] [--latency-events N] [--interval-us U]
                       [--bursts 5000,50000] [--only latency|burst] [--receivers accmon-watch,relay,...]
   BIN_DIR: accmond and accmon (release); TOOLS_DIR: uevent_blast and stamp (compiled); CLIENT: accmon-bench-client
+
+Beside it: udev_stream_testbed.py builds the testbed's devices, udev_stream_lines.py reads the receivers' stamped
+output and matches each line to the event sent, udev_stream_summary.py turns the repeats into the summary lines.
 """
-import argparse, glob, json, os, platform, re, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, glob, json, os, shutil, subprocess, sys, tempfile, time
 
 QUEUE_LENGTH = 65536
 DEVICES = 64
@@ -30,13 +33,11 @@ if os.environ.get("ACCMON_BENCH_TESTBED") != "1":
              'exec env ACCMON_BENCH_TESTBED=1 umockdev-wrapper /usr/bin/python3 "$0" "$@"')
     os.execvp("unshare", ["unshare", "-n", "sh", "-c", inner, os.path.abspath(__file__), *sys.argv[1:]])
 
-import gi  # noqa: E402  (only inside the testbed's Python)
-
-gi.require_version("UMockdev", "1.0")
-from gi.repository import UMockdev  # noqa: E402
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import extra_accmond_options  # noqa: E402
+from common import emit, extra_accmond_options  # noqa: E402
+from udev_stream_lines import Follower, UdevadmLines, parse_client, parse_watch  # noqa: E402
+from udev_stream_summary import percentile, summary_records  # noqa: E402
+from udev_stream_testbed import build_testbed  # noqa: E402  (imports gi: only inside the testbed's Python)
 
 parser = argparse.ArgumentParser()
 parser.add_argument("bin_dir")
@@ -56,21 +57,6 @@ parser.add_argument("--accmond-prefix", default="", help="a command to run accmo
 parser.add_argument("--udevadm-prefix", default="", help="a command to run udevadm monitor under")
 options = parser.parse_args()
 
-MACHINE = {"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()}
-
-
-def emit(record):
-    record.update(MACHINE)
-    record["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    print(json.dumps(record), flush=True)
-
-
-def percentile(values, fraction):
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
 
 def cpu_ns(pid):
     """CPU time (user + system) of `pid`, every thread counted, those that exited too (/proc/PID/stat), in ns."""
@@ -82,38 +68,10 @@ def cpu_ns(pid):
         return 0
 
 
-# --- the testbed: DEVICES USB devices with their attributes and raw `descriptors` (a device descriptor and one
-# configuration with a vendor-specific interface and an endpoint, 43 bytes, as a real device has), no DEVNAME (so that
-# coldplug does not announce them; the events carry DEVNAME) and no `serial` attribute (accmond takes the serial from
-# the event's ID_SERIAL_SHORT)
-testbed = UMockdev.Testbed.new()
-root = testbed.get_root_dir()
-os.environ["UMOCKDEV_DIR"] = root
+# --- the testbed: DEVICES USB devices (udev_stream_testbed.py), and the list of them uevent_blast reads
 work = tempfile.mkdtemp(prefix="accmon-bench-stream-")
-pci = testbed.add_device("pci", "pci0000:00/0000:00:14.0", None, ["vendor", "0x8086"], ["DRIVER", "xhci_hcd"])
-hub = testbed.add_device("usb", "usb1", pci, ["idVendor", "1d6b", "idProduct", "0002", "bDeviceClass", "09",
-                                              "busnum", "1", "devnum", "1"], ["DEVTYPE", "usb_device"])
-device_lines = []
-for index in range(DEVICES):
-    syspath = testbed.add_device(
-        "usb", f"1-{index + 1}", hub,
-        ["idVendor", "1209", "idProduct", "%04x" % (0xA000 + index), "bcdDevice", "0100", "bDeviceClass", "00",
-         "removable", "removable", "manufacturer", "accmon", "product", "Bench Device", "busnum", "1",
-         "devnum", str(index + 2)],
-        ["DEVTYPE", "usb_device", "ID_VENDOR_ID", "1209", "ID_MODEL_ID", "%04x" % (0xA000 + index)])
-    if not options.no_descriptors:
-        product = 0xA000 + index
-        descriptors = bytes([18, 1, 0x00, 0x02, 0, 0, 0, 64, 0x09, 0x12, product & 0xFF, product >> 8, 0x00, 0x01,
-                             1, 2, 3, 1,  # device: USB 2.0, class per interface, 1209:product, bcdDevice 1.00
-                             9, 2, 25, 0, 1, 1, 0, 0x80, 50,  # configuration: 25 bytes, one interface
-                             9, 4, 0, 0, 1, 0xFF, 0, 0, 0,  # interface 0: vendor-specific, one endpoint
-                             7, 5, 0x81, 3, 8, 0, 10])  # endpoint 1 IN, interrupt
-        testbed.set_attribute_binary(syspath, "descriptors", list(descriptors))
-    device_lines.append(f"{syspath[len('/sys'):]} /dev/bus/usb/001/{index % 125 + 2:03d}")
-devices_file = os.path.join(work, "devices")
-with open(devices_file, "w") as out:
-    out.write("\n".join(device_lines) + "\n")
-devpath_index = {line.split()[0]: number for number, line in enumerate(device_lines)}
+testbed, root, devices_file, devpath_index = build_testbed(work, DEVICES, descriptors=not options.no_descriptors)
+parse_udevadm = UdevadmLines(devpath_index, DEVICES).parse  # one for the whole run: it counts occurrences
 
 plain_env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD",)}
 processes = []
@@ -144,58 +102,6 @@ def stamped(command, name, env, pass_fds=()):
     processes.extend([process, stamp])
     return process, path
 
-
-class Follower:
-    """Reads a stamp file as it grows."""
-
-    def __init__(self, path):
-        self.path, self.offset, self.partial = path, 0, ""
-
-    def new_lines(self):
-        with open(self.path) as source:
-            source.seek(self.offset)
-            data = source.read()
-            self.offset = source.tell()
-        data = self.partial + data
-        lines = data.split("\n")
-        self.partial = lines.pop()
-        return lines
-
-
-SERIAL = re.compile(r'"serialNumber":"B(\d+)"')
-TYPE = re.compile(r'"type":"(connect|disconnect)"')
-udevadm_seen = {}  # (device, action) -> occurrences so far
-
-
-def parse_watch(line):
-    stamp_text, _, body = line.partition(" ")
-    serial, kind = SERIAL.search(body), TYPE.search(body)
-    if not serial or not kind:
-        return None
-    return int(serial.group(1)) + (1 if kind.group(1) == "disconnect" else 0), int(stamp_text)
-
-
-def parse_client(line):
-    parts = line.split()
-    # "STAMP connect|disconnect B<serial> DEVPATH", and for `relay serve --descriptors` the hash after an add's path
-    if len(parts) not in (4, 5) or parts[1] not in ("connect", "disconnect") or not parts[2].startswith("B"):
-        return None
-    return int(parts[2][1:]) + (1 if parts[1] == "disconnect" else 0), int(parts[0])
-
-
-def parse_udevadm(line):
-    # "T UDEV  [12345.678901] add      /devices/.../1-3 (usb)"
-    parts = line.split()
-    if len(parts) < 6 or parts[1] != "UDEV":
-        return None
-    action, devpath = parts[3], parts[4]
-    device = devpath_index.get(devpath)
-    if device is None or action not in ("add", "remove"):
-        return None
-    occurrence = udevadm_seen.get((device, action), 0)
-    udevadm_seen[(device, action)] = occurrence + 1
-    pair = device + occurrence * DEVICES
-    return 2 * pair + (1 if action == "remove" else 0), int(parts[0])
 
 
 def cleanup():
@@ -422,53 +328,7 @@ try:
                     summary.setdefault(("burst", burst, "accmon-watch", name), []).append(record)
                 time.sleep(1.0)
 
-    def median(records, key):
-        values = [r[key] for r in records if r.get(key) is not None]
-        return statistics.median(values) if values else None
-
-    for (bench, size, phase, name), records in summary.items():
-        if name == "udevadm-monitor":
-            continue
-        base = summary[(bench, size, phase, "udevadm-monitor")]  # measured in the same phases
-        record = {"bench": f"{bench}-summary", "tool": name, "baseline": "udevadm-monitor", "events": size,
-                  "repeats": len(records)}
-        if bench == "latency":
-            for key in ("p50_us", "p95_us", "p99_us"):
-                record[key] = median(records, key)
-                record[f"baseline_{key}"] = median(base, key)
-                record[f"ratio_{key[:3]}"] = round(record[key] / record[f"baseline_{key}"], 3)
-            record["lost"] = sum(r["lost"] for r in records)
-            # The add path against the remove path, in the same phase: the ratio of each repeat, then the median.
-            record["p50_add_us"], record["p50_remove_us"] = median(records, "p50_add_us"), median(records, "p50_remove_us")
-            record["ratio_add_remove"] = round(statistics.median(
-                r["p50_add_us"] / r["p50_remove_us"] for r in records), 3)
-            relay = summary.get((bench, size, "relay", "relay"))
-            if relay and not name.startswith("relay"):  # the relay's own phases of the same repeats
-                for key in ("p50_us", "p99_us"):
-                    record[f"relay_{key}"] = median(relay, key)
-                    record[f"relay_ratio_{key[:3]}"] = round(record[key] / record[f"relay_{key}"], 3)
-                record["target_relay_ratio_p50"] = 1.2
-                record["meets_target_relay"] = record["relay_ratio_p50"] <= 1.2
-            hashing = summary.get((bench, size, "relay-descriptors", "relay-descriptors"))
-            if hashing and not name.startswith("relay"):  # the add path's floor: its own add ÷ remove
-                record["floor_ratio_add_remove"] = round(statistics.median(
-                    r["p50_add_us"] / r["p50_remove_us"] for r in hashing), 3)
-            if not name.startswith("relay"):
-                record["target_ratio_add_remove"] = 1.1
-                record["meets_target_add_remove"] = record["ratio_add_remove"] <= 1.1
-            record["target_p50_ratio"], record["target_p99_ratio"] = 1.3, 1.5
-            record["meets_target"] = record["ratio_p50"] <= 1.3 and record["ratio_p99"] <= 1.5
-        else:
-            record["events_per_s"] = median(records, "events_per_s")
-            record["baseline_events_per_s"] = median(base, "events_per_s")
-            record["ratio_rate"] = round(record["events_per_s"] / record["baseline_events_per_s"], 3)
-            record["lost"] = sum(r["lost"] for r in records)
-            record["coalesced_pairs"] = sum(r.get("coalesced_pairs", 0) for r in records)
-            record["baseline_lost"] = sum(r["lost"] for r in base)
-            record["cpu_us_per_event"] = median(records, "cpu_us_per_event")
-            record["baseline_cpu_us_per_event"] = median(base, "cpu_us_per_event")
-            record["meets_target"] = (record["ratio_rate"] >= 0.8 and record["lost"] == 0
-                                      and record["cpu_us_per_event"] <= 25)
+    for record in summary_records(summary):
         emit(record)
 finally:
     cleanup()
