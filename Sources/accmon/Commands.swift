@@ -10,7 +10,14 @@ protocol Command {
     static var abstract: String { get }
     static var usage: String { get }
     init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError)
+    /// Settings of the whole process the command wants, made on the main thread before any other thread exists
+    /// (malloc's, which a thread's heap takes when it is made).
+    func prepareProcess()
     func run() async throws(AccmonError)
+}
+
+extension Command {
+    func prepareProcess() {}
 }
 
 /// Options every subcommand takes.

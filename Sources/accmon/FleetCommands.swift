@@ -144,10 +144,6 @@ extension FleetOptions {
 
     /// `accmon list --broker`: the table's rows are made as the hosts are read.
     func list(filter: AccessoryFilter, json: Bool) async throws(AccmonError) {
-        // The read allocates tens of megabytes on threads of its own, whose heaps otherwise grow a few pages at a
-        // time (about 10,000 mprotect calls for 50,000 accessories); 64 MB, the most a thread's heap holds, has each
-        // made writable whole. Not for `watch`, which runs for long: the padding also keeps that much freed memory.
-        growHeaps(by: 64 << 20)
         let settings = try settings()
         let rows = json ? nil : FleetTable.Rows { Self.output($0, filter) }
         let read: FleetReadResult

@@ -1,6 +1,7 @@
 import AccmonClient
 import AccmonManifest
 import AccmonOptions
+import AccmonSys
 import Glibc
 import Synchronization
 
@@ -64,6 +65,14 @@ struct ListCommand: Command {
         /// Each with its `claim` when claimed.
         var accessories: [ClaimedAccessory]
         var rejected: [String: String]?
+    }
+
+    /// The fleet read allocates tens of megabytes on threads of its own, whose heaps otherwise grow a few pages at a
+    /// time, one mprotect call each: padded by 64 MB, the most a thread's heap holds, each heap is made writable whole
+    /// when it is made, so before the first thread is (a heap made earlier grows page by page whatever the padding).
+    /// Not for `watch`, which runs for long: the padding also keeps that much freed memory.
+    func prepareProcess() {
+        if fleetView { growHeaps(by: 64 << 20) }
     }
 
     func run() async throws(AccmonError) {

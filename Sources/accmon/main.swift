@@ -86,6 +86,8 @@ case .show(let text):
     exit(.success)
 }
 
+parsed.prepareProcess()
+
 // Ctrl-C (and SIGTERM) end `watch` quietly with success.
 signal(SIGINT) { _ in _exit(0) }
 signal(SIGTERM) { _ in _exit(0) }
