@@ -7,14 +7,16 @@ tools/fleet_publish publishes every host's status, host index entry and M access
 then keeps toggling accessories at --churn events/s (accessory topic, event line, status with its new count) for the
 whole run. Each repeat measures, alternating which goes first:
 
-- list-all: `accmon list --broker URL` (the table), wall time and peak RSS; next to tools/fleet_baseline, a plain
-  subscriber that reads the same retained messages in the same windows and does nothing with them;
+- list-all: `accmon list --broker URL` (the table), wall time, peak RSS, CPU time (user + system, its own and
+  mosquitto's meanwhile); next to tools/fleet_baseline, a plain subscriber that reads the same retained messages in the
+  same windows and does nothing with them;
 - list-one: `accmon list --broker URL --host lab-00042`, the same, next to fleet_baseline --host;
 - first-load: `accmon watch --broker URL --json` until its first line (the whole fleet, what the dashboard loads)
   has arrived; its RSS then;
 - reconnect: that watcher's connection taken over (mosquitto_pub with its client id, found in mosquitto's log), until
   it says on standard error that it is connected again, which it says once it has read the fleet again.
-Then mosquitto's RSS (VmRSS after publishing, VmHWM at the end).
+Then mosquitto's RSS (VmRSS after publishing, VmHWM at the end), and one more list-all under `strace -c` for the
+mprotect calls it makes (what the heap padding of `list` saves: each step of a heap's growth is one).
 
 Prints one JSON line per measurement and repeat, then a `scale-summary` line with the medians and the ratios to the
 baseline.
@@ -57,16 +59,39 @@ def vm(pid, field):
     return None
 
 
-def timed(arguments, stdout=subprocess.DEVNULL):
-    """Runs a command; returns (seconds, peak RSS KiB, exit status, stderr). The peak RSS is GNU time's (its child's
-    wait4): a child forked from this script would count this script's RSS at the fork."""
+def cpu_seconds(pid):
+    """User + system time of process `pid` so far (/proc/PID/stat, fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(arguments, broker, stdout=subprocess.DEVNULL):
+    """Runs a command; returns its figures (seconds, peak RSS KiB, its CPU seconds and mosquitto's meanwhile, exit
+    status) and its stderr. The peak RSS and CPU are GNU time's (its child's wait4): a child forked from this script
+    would count this script's RSS at the fork."""
     with tempfile.NamedTemporaryFile("r") as report:
+        broker_cpu = cpu_seconds(broker.process.pid)
         started = time.monotonic()
-        process = subprocess.run(["/usr/bin/time", "-q", "-f", "%M", "-o", report.name] + arguments, stdout=stdout,
-                                 stderr=subprocess.PIPE)
+        process = subprocess.run(["/usr/bin/time", "-q", "-f", "%M %U %S", "-o", report.name] + arguments,
+                                 stdout=stdout, stderr=subprocess.PIPE)
         seconds = time.monotonic() - started
-        rss = int(report.read().strip().splitlines()[-1])
-    return seconds, rss, process.returncode, process.stderr.decode(errors="replace")
+        broker_cpu = cpu_seconds(broker.process.pid) - broker_cpu
+        rss, user, system = report.read().strip().splitlines()[-1].split()
+    figures = {"seconds": round(seconds, 3), "rss_kib": int(rss), "cpu_s": round(float(user) + float(system), 2),
+               "mosquitto_cpu_s": round(broker_cpu, 2), "exit": process.returncode}
+    return figures, process.stderr.decode(errors="replace")
+
+
+def mprotect_calls(arguments):
+    """The mprotect calls of a command and its threads, counted by strace."""
+    with tempfile.NamedTemporaryFile("r") as report:
+        subprocess.run(["strace", "-f", "-c", "-e", "trace=mprotect", "-o", report.name] + arguments,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for line in report.read().splitlines():
+            if line.split()[-1:] == ["mprotect"]:
+                return int(line.split()[3])
+    return 0
 
 
 class Broker:
@@ -107,19 +132,21 @@ def baseline(broker, host=None):
     arguments = [os.path.join(options.tools_dir, "fleet_baseline"), str(broker.port)] + queue_options()
     if host:
         arguments += ["--host", host]
-    seconds, rss, status, errors = timed(arguments)
-    return {"seconds": round(seconds, 3), "rss_kib": rss, "exit": status}
+    figures, errors = timed(arguments, broker)
+    return figures
+
+
+def list_arguments(broker, host=None):
+    return [ACCMON, "list", "--broker", broker.url] + queue_options() + (["--host", host] if host else [])
 
 
 def listing(broker, work, host=None):
     output = os.path.join(work, "list.out")
-    arguments = [ACCMON, "list", "--broker", broker.url] + queue_options() + (["--host", host] if host else [])
     with open(output, "w") as out:
-        seconds, rss, status, errors = timed(arguments, stdout=out)
+        figures, errors = timed(list_arguments(broker, host), broker, stdout=out)
     with open(output) as result:
         rows = sum(1 for line in result) - 1
-    return {"seconds": round(seconds, 3), "rss_kib": rss, "exit": status, "rows": rows,
-            "warnings": errors.strip()[:300] or None}
+    return {**figures, "rows": rows, "warnings": errors.strip()[:300] or None}
 
 
 def watcher(broker):
@@ -167,7 +194,8 @@ def main():
              "broker_queue": options.broker_queue, "mosquitto_settings": options.mosquitto_setting or None}
     emit({"bench": "scale-publish", "tool": "fleet_publish", **fleet, **published, "mosquitto_rss_kib": mosquitto_rss})
     figures = {key: [] for key in ("list_all", "base_all", "list_one", "base_one", "first_load", "reconnect",
-                                   "rss_all", "rss_one", "rss_watch")}
+                                   "rss_all", "rss_one", "rss_watch", "cpu_all", "cpu_base_all", "broker_cpu_all",
+                                   "broker_cpu_base_all")}
     try:
         for repeat in range(options.repeats):
             pairs = [("list-all", lambda: listing(broker, work), "baseline-all", lambda: baseline(broker)),
@@ -184,6 +212,11 @@ def main():
                     figures[key].append(result["seconds"])
                     if label == "list-all":
                         figures["rss_all"].append(result["rss_kib"])
+                        figures["cpu_all"].append(result["cpu_s"])
+                        figures["broker_cpu_all"].append(result["mosquitto_cpu_s"])
+                    if label == "baseline-all":
+                        figures["cpu_base_all"].append(result["cpu_s"])
+                        figures["broker_cpu_base_all"].append(result["mosquitto_cpu_s"])
                     if label == "list-one":
                         figures["rss_one"].append(result["rss_kib"])
             watched = watcher(broker)
@@ -191,6 +224,7 @@ def main():
             figures["first_load"].append(watched["first_load_s"])
             figures["reconnect"].append(watched.get("reconnect_s"))
             figures["rss_watch"].append(watched["rss_kib"])
+        mprotects = mprotect_calls(list_arguments(broker))
     finally:
         stop(publisher)
         mosquitto_peak = vm(broker.process.pid, "VmHWM")
@@ -202,6 +236,9 @@ def main():
           "list_all_s": m["list_all"], "baseline_all_s": m["base_all"], "ratio_all": ratio(m["list_all"], m["base_all"]),
           "list_one_s": m["list_one"], "baseline_one_s": m["base_one"], "ratio_one": ratio(m["list_one"], m["base_one"]),
           "first_load_s": m["first_load"], "reconnect_s": m["reconnect"],
+          "list_all_cpu_s": m["cpu_all"], "baseline_all_cpu_s": m["cpu_base_all"],
+          "mosquitto_cpu_list_all_s": m["broker_cpu_all"], "mosquitto_cpu_baseline_all_s": m["broker_cpu_base_all"],
+          "list_all_mprotect_calls": mprotects,
           "list_all_rss_kib": m["rss_all"], "list_one_rss_kib": m["rss_one"], "watch_rss_kib": m["rss_watch"],
           "rss_bytes_per_shown_accessory": round((m["rss_all"] - m["rss_one"]) * 1024 / shown) if shown else None,
           "mosquitto_rss_kib": mosquitto_rss, "mosquitto_peak_kib": mosquitto_peak,
