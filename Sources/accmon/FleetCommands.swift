@@ -1,7 +1,6 @@
 import AccmonClient
 import AccmonMQTT
 import AccmonOptions
-import AccmonSys
 import Glibc
 
 /// The options of the fleet view (`watch` and `list` with `--broker`): the broker, how to log in, and `--host`.
