@@ -13,20 +13,17 @@ struct OpenedNode {
 
 extension NodeKeeper {
     /// Opens the node at `path` as the policy allows, or throws saying why not, having changed nothing: `path` must
-    /// be a plain absolute path below the policy's directory (no `.`, `..` or empty component), reached with no
-    /// symbolic link on the way and none as the node itself (`openat2`, `O_PATH | O_NOFOLLOW`); the descriptor's
-    /// `fstat` must show a type the policy takes; for real devices, the check must accept its device number
-    /// (`checkingDevice`; a release of a node recorded when held does not ask udev again).
+    /// be a plain absolute path below the policy's directory (``NodePath``: no `.`, `..` or empty component, only the
+    /// bytes udev uses in names), reached with no symbolic link on the way and none as the node itself (`openat2`,
+    /// `O_PATH | O_NOFOLLOW`); the descriptor's `fstat` must show a type the policy takes; for real devices, the
+    /// check must accept its device number (`checkingDevice`; a release of a node recorded when held does not ask
+    /// udev again).
     func open(_ path: String, _ context: String, checkingDevice: Bool = true) throws(NodeError) -> OpenedNode {
-        let prefix = policy.directory.hasSuffix("/") ? policy.directory : policy.directory + "/"
-        guard path.hasPrefix(prefix) else {
-            throw NodeError(.refused, context, path, "not below \(policy.directory): not touched")
-        }
-        let relative = String(path.dropFirst(prefix.count))
-        let components = relative.split(separator: "/", omittingEmptySubsequences: false)
-        guard !relative.isEmpty, components.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." }) else {
-            throw NodeError(
-                .refused, context, path, "not a plain path below \(policy.directory) (empty, '.' or '..' part)")
+        let relative: String
+        do throws(NodePath.Refusal) {
+            relative = try NodePath(path, below: policy.directory).relative
+        } catch {
+            throw NodeError(.refused, context, path, "\(error.reason): not touched")
         }
         let descriptor: PathDescriptor
         do throws(Errno) {

@@ -10,10 +10,10 @@ extension NodeKeeper {
     ///   and brings them back as new nodes (a re-enumeration); a node off USB (a Bluetooth HID input node) is not
     ///   cut: evdev's `EVIOCREVOKE` revokes only the descriptor it is called on.
     public func cut(_ path: String) throws(NodeError) -> CutOutcome {
-        guard let record = records[path] else {
+        guard let record = try heldRecord(path, "cut") else {
             throw NodeError(.notHeld, "cut", path, "not held: only a held node's descriptors are cut")
         }
-        let node = try open(path, "cut", checkingDevice: false)
+        let node = try open(record.path, "cut", checkingDevice: false)
         defer { node.close() }
         guard record.isSameFile(as: node.status) else {
             throw NodeError(.missing, "cut", path, "the held node is gone (another node is there now)")

@@ -13,7 +13,8 @@ extension NodeKeeper {
     public func reapplyChanged() -> [(path: String, result: Result<HoldOutcome, NodeError>)] {
         inodeWatch?.drain()
         var results: [(path: String, result: Result<HoldOutcome, NodeError>)] = []
-        for (path, record) in records.sorted(by: { $0.key < $1.key }) {
+        for record in records.values.sorted(by: { $0.path < $1.path }) {
+            let path = record.path
             guard let node = try? open(path, "watch", checkingDevice: false) else { continue }  // try?: gone
             let changed = record.isSameFile(as: node.status) && (try? state(of: node, "watch", path)) != record.applied
             node.close()
@@ -28,10 +29,10 @@ extension NodeKeeper {
     }
 
     /// Watches the attributes of a node just held (through its descriptor, so the inode and not the name).
-    func watch(_ node: OpenedNode, _ path: String) {
-        guard let inodeWatch, watches[path] == nil else { return }
+    func watch(_ node: OpenedNode, _ key: NodeKey) {
+        guard let inodeWatch, watches[key] == nil else { return }
         if let watch = try? inodeWatch.watchAttributes(of: node.descriptor.procPath) {  // try?: unwatched, still held
-            watches[path] = watch
+            watches[key] = watch
         }
     }
 
@@ -42,8 +43,8 @@ extension NodeKeeper {
     }
 
     /// Forgets a node: its record and its watch.
-    func forget(_ path: String) {
-        records[path] = nil
-        if let watch = watches.removeValue(forKey: path) { inodeWatch?.remove(watch) }
+    func forget(_ key: NodeKey) {
+        records[key] = nil
+        if let watch = watches.removeValue(forKey: key) { inodeWatch?.remove(watch) }
     }
 }

@@ -21,10 +21,10 @@ public final class NodeKeeper: NodeControl {
     let portsDirectory: DirectoryDescriptor
     let recordName: String
     let attributeWriter: (_ path: String, _ value: String) throws(Errno) -> Void
-    var records: [String: NodeRecord] = [:]
+    var records: [NodeKey: NodeRecord] = [:]
     /// The changes of held nodes' attributes, when watched; the watch of each held node.
     let inodeWatch: InodeWatch?
-    var watches: [String: Int32] = [:]
+    var watches: [NodeKey: Int32] = [:]
     var pendingUdevChanges: [PendingUdevChange] = []
     /// Problems met at start that did not stop it (a record file that could not be read, moved aside).
     public internal(set) var warnings: [String] = []
@@ -83,16 +83,16 @@ public final class NodeKeeper: NodeControl {
         self.inodeWatch = inodeWatch
         do throws(NodeError) {
             let file = try NodeRecordFile.read(recordName, in: self.stateDirectory)
-            records = Dictionary(file.nodes.map { ($0.path, $0) }, uniquingKeysWith: { $1 })
+            records = Dictionary(file.nodes.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
             pendingUdevChanges = file.pendingUdevChanges
         } catch {
             let aside = try? AtomicFile.moveAside(recordName, in: self.stateDirectory)  // try?: reported below
             warnings.append("\(error); moved aside to \(aside ?? "nowhere (the move failed)"); nothing held is known")
         }
-        for path in records.keys.sorted() {
+        for record in records.values.sorted(by: { $0.path < $1.path }) {
             // try?: a node gone since is dropped at the next hold or held
-            guard let node = try? open(path, "watch", checkingDevice: false) else { continue }
-            watch(node, path)
+            guard let node = try? open(record.path, "watch", checkingDevice: false) else { continue }
+            if record.isSameFile(as: node.status) { watch(node, record.key) }
             node.close()
         }
     }
@@ -146,10 +146,14 @@ public final class NodeKeeper: NodeControl {
         var node = try open(path, "hold")
         defer { node.close() }
         let current = try state(of: node, "hold", path)
-        let earlier = records[path]
+        let key = NodeKey(node.status)
+        // The same node held already (by this name or another), and the node held before under this name if it is
+        // another inode now (re-enumerated: gone).
+        let earlier = records[key].flatMap { $0.isSameFile(as: node.status) ? $0 : nil }
+        let replaced = records.values.first { $0.path == path && $0.key != key }
         var record: NodeRecord
         var change: HoldOutcome.Change
-        if var existing = earlier, existing.isSameFile(as: node.status) {
+        if var existing = earlier {
             if current != existing.applied {
                 existing.original = existing.original.adopting(rewrite: current, of: existing.applied)
                 change = .rewriteAdopted
@@ -162,10 +166,11 @@ public final class NodeKeeper: NodeControl {
             existing.device = node.device ?? existing.device
             record = existing
         } else {
-            guard records.count - (earlier == nil ? 0 : 1) < Self.maximumHeldNodes else {
+            guard records.count - (replaced == nil ? 0 : 1) < Self.maximumHeldNodes else {
                 throw NodeError(.tooMany, "hold", path, "\(Self.maximumHeldNodes) nodes are held already")
             }
-            if earlier != nil { forget(path) }  // another inode: the node held before is gone
+            if let replaced { forget(replaced.key) }  // another inode: the node held before is gone
+            if records[key] != nil { forget(key) }  // an inode number reused by another device: its node is gone
             record = NodeRecord(
                 path: path, fileSystem: node.status.fileSystem, inode: node.status.inode,
                 deviceNumber: node.status.deviceNumber, holder: holder, original: current,
@@ -173,7 +178,7 @@ public final class NodeKeeper: NodeControl {
                 device: node.device)
             change = .applied
         }
-        records[path] = record
+        records[key] = record
         try persist("hold", path)
         if current != record.applied {
             do throws(NodeError) {
@@ -181,40 +186,42 @@ public final class NodeKeeper: NodeControl {
                     try apply(record.applied, to: &node, "hold", path)
                 } catch  where error.code == .noACLs && !isDevicePolicy {
                     record.applied = record.original.enforcedWithoutACL(holder: holder)
-                    records[path] = record
+                    records[key] = record
                     try persist("hold", path)
                     try apply(record.applied, to: &node, "hold", path)
                 }
             } catch {
                 // Leave the node as it was before this call and held as it was (or not held).
                 try? apply(current, to: &node, "hold", path)  // try?: the first failure is the one to report
-                records[path] = earlier.flatMap { $0.isSameFile(as: node.status) ? $0 : nil }
+                records[key] = earlier
                 try? persist("hold", path)  // try?: the first failure is the one to report
                 throw error
             }
         }
-        watch(node, path)
-        dropGoneRecords(except: path)
+        watch(node, key)
+        dropGoneRecords(except: key)
         return HoldOutcome(
-            path: path, change: change, original: record.original, applied: record.applied,
-            replacedNode: earlier != nil && change == .applied, restoresThroughUdev: record.restoresThroughUdev)
+            path: record.path, change: change, original: record.original, applied: record.applied,
+            replacedNode: replaced != nil && change == .applied, restoresThroughUdev: record.restoresThroughUdev)
     }
 
     public func release(_ path: String) throws(NodeError) -> ReleaseOutcome {
-        guard var record = records[path] else { throw NodeError(.notHeld, "release", path, "not held") }
+        guard var record = try heldRecord(path, "release") else {
+            throw NodeError(.notHeld, "release", path, "not held")
+        }
         let gone = ReleaseOutcome(path: path, result: .gone, restored: nil, rewriteAdopted: false, udevChange: .none)
         var node: OpenedNode
         do throws(NodeError) {
-            node = try open(path, "release", checkingDevice: false)
+            node = try open(record.path, "release", checkingDevice: false)
         } catch  where error.code == .missing || error.code == .refused {
             // Nothing, or something else (a link, another type of file), is at the path: the held node is gone.
-            forget(path)
+            forget(record.key)
             try persist("release", path)
             return gone
         }
         defer { node.close() }
         guard record.isSameFile(as: node.status) else {
-            forget(path)
+            forget(record.key)
             try persist("release", path)
             return gone
         }
@@ -222,11 +229,11 @@ public final class NodeKeeper: NodeControl {
         let rewritten = current != record.applied
         if rewritten {
             record.original = record.original.adopting(rewrite: current, of: record.applied)
-            records[path] = record
+            records[record.key] = record
             try persist("release", path)
         }
         if current != record.original { try apply(record.original, to: &node, "release", path) }
-        forget(path)
+        forget(record.key)
         var udevChange = ReleaseOutcome.UdevChange.none
         if record.restoresThroughUdev, let device = record.device {
             udevChange = askUdevAgain(device)
@@ -237,7 +244,7 @@ public final class NodeKeeper: NodeControl {
     }
 
     public func releaseAll() -> [ReleaseResult] {
-        records.keys.sorted().map { path in
+        records.values.map(\.path).sorted().map { path in
             do throws(NodeError) {
                 return ReleaseResult(path: path, outcome: try release(path), error: nil)
             } catch {
@@ -251,27 +258,41 @@ public final class NodeKeeper: NodeControl {
         return HeldState(nodes: records.values.sorted { $0.path < $1.path }.map(\.held), ports: markedPorts())
     }
 
+    /// The record of the node held under `path`, or of the node `path` names if it is held under another name;
+    /// `nil` when neither is held.
+    func heldRecord(_ path: String, _ context: String) throws(NodeError) -> NodeRecord? {
+        if let named = records.values.first(where: { $0.path == path }) { return named }
+        let node: OpenedNode
+        do throws(NodeError) {
+            node = try open(path, context, checkingDevice: false)
+        } catch  where error.code == .missing {
+            return nil
+        }
+        defer { node.close() }
+        return records[NodeKey(node.status)].flatMap { $0.isSameFile(as: node.status) ? $0 : nil }
+    }
+
     /// Forgets the records of nodes that are gone or are another inode now (re-enumerated): udev set the new node
     /// up, and there is nothing to restore.
-    func dropGoneRecords(except kept: String?) {
+    func dropGoneRecords(except kept: NodeKey?) {
         var dropped = false
-        for (path, record) in records where path != kept {
+        for (key, record) in records where key != kept {
             let node: OpenedNode
             do throws(NodeError) {
-                node = try open(path, "held", checkingDevice: false)
+                node = try open(record.path, "held", checkingDevice: false)
             } catch {
                 if error.code == .missing || error.code == .refused {
-                    forget(path)
+                    forget(key)
                     dropped = true
                 }
                 continue
             }
             if !record.isSameFile(as: node.status) {
-                forget(path)
+                forget(key)
                 dropped = true
             }
             node.close()
         }
-        if dropped { try? persist("held", kept ?? "") }  // try?: the next change writes them again
+        if dropped { try? persist("held", kept.flatMap { records[$0]?.path } ?? "") }  // try?: the next change writes
     }
 }

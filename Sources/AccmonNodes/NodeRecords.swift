@@ -20,11 +20,27 @@ struct NodeRecord: Sendable, Hashable, Codable {
         fileSystem == status.fileSystem && inode == status.inode && deviceNumber == status.deviceNumber
     }
 
+    var key: NodeKey { NodeKey(fileSystem: fileSystem, inode: inode) }
+
     var held: HeldNode {
         HeldNode(
             path: path, holder: holder, original: original, applied: applied,
             restoresThroughUdev: restoresThroughUdev, device: device?.syspath, port: device?.port)
     }
+}
+
+/// What a record is kept by: the node's file system and inode, whichever name reached it. Two names of one node (a
+/// hard link, or a string the kernel reads differently from Swift) are one record, never two that each restore.
+struct NodeKey: Hashable {
+    var fileSystem: UInt64
+    var inode: UInt64
+
+    init(fileSystem: UInt64, inode: UInt64) {
+        self.fileSystem = fileSystem
+        self.inode = inode
+    }
+
+    init(_ status: FileStatus) { self.init(fileSystem: status.fileSystem, inode: status.inode) }
 }
 
 /// A device to ask udev to set up again (`change`) once its port is unmarked.

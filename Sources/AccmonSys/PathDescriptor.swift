@@ -60,16 +60,25 @@ public struct PathDescriptor: Sendable {
     public static func walk(_ relativePath: String, beneath directory: PathDescriptor, sameMount: Bool) throws(Errno)
         -> PathDescriptor
     {
-        let components = relativePath.split(separator: "/", omittingEmptySubsequences: true)
-        guard !components.isEmpty, !relativePath.hasPrefix("/") else { throw Errno(rawValue: EXDEV) }
-        guard components.allSatisfy({ $0 != "." && $0 != ".." }) else { throw Errno(rawValue: EXDEV) }
+        // Split on bytes, as the kernel does: a `/` followed by a combining mark is one Swift character, and a
+        // component that still held a `/` would be resolved by openat as several, `..` among them. A NUL would end
+        // the path for the kernel.
+        let bytes = Array(relativePath.utf8)
+        guard !bytes.contains(0) else { throw Errno(rawValue: EINVAL) }
+        let components = bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map {
+            String(decoding: $0, as: UTF8.self)
+        }
+        guard !components.isEmpty, bytes.first != UInt8(ascii: "/") else { throw Errno(rawValue: EXDEV) }
+        guard components.allSatisfy({ !$0.utf8.elementsEqual(".".utf8) && !$0.utf8.elementsEqual("..".utf8) }) else {
+            throw Errno(rawValue: EXDEV)
+        }
         let fileSystem = try directory.status().fileSystem
         var current = directory.descriptor
         var owned = false
         defer { if owned { current.close() } }
         for (index, component) in components.enumerated() {
             let fd = try valueOrErrno {
-                openat(current.rawValue, String(component), CAccmonShims_pathFlag() | O_NOFOLLOW | O_CLOEXEC)
+                openat(current.rawValue, component, CAccmonShims_pathFlag() | O_NOFOLLOW | O_CLOEXEC)
             }
             let next = FileDescriptor(rawValue: fd)
             let status: FileStatus

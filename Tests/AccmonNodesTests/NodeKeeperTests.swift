@@ -236,3 +236,50 @@ func openPseudoTerminal(multiplexer: String) throws -> (master: Int32, number: S
     let path = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     return (master, String(path.split(separator: "/").last ?? ""))
 }
+
+/// What a compromised accmond could send: paths that a check and the kernel read differently.
+@Suite
+struct NodePathAliasTests {
+    /// Swift compares the whole string, the kernel reads up to the first NUL: two records for one node, two
+    /// originals, and a `release-all` that left the second holder's entry on the node.
+    @Test func aPathWithANulIsRefusedAndLeavesNothingBehind() async throws {
+        let fixture = try KeeperFixture()
+        let before = NodeState(owner: 0, group: 20, mode: 0o660)
+        let path = try fixture.node("ttyUSB7", before)
+        _ = try fixture.keeper.hold(path, holder: NodeHolder(uid: 4001, gids: [4001]))
+        #expect {
+            try fixture.keeper.hold(path + "\u{0}x", holder: NodeHolder(uid: 4002, gids: [4002]))
+        } throws: { error in
+            (error as? NodeError)?.code == .refused && "\(error)".contains("outside")
+        }
+        #expect(fixture.keeper.releaseAll().allSatisfy { $0.error == nil })
+        #expect(try await fixture.observed(path) == before)
+        #expect(fixture.keeper.held().nodes.isEmpty)
+    }
+
+    /// Two names of one inode are one record: a second hold through another name holds the same node again.
+    @Test func twoNamesOfOneNodeAreOneRecord() async throws {
+        let fixture = try KeeperFixture()
+        let before = NodeState(owner: 0, group: 20, mode: 0o660)
+        let path = try fixture.node("ttyUSB7", before)
+        #expect(link(path, "\(fixture.nodes)/alias") == 0)
+        _ = try fixture.keeper.hold(path, holder: NodeHolder(uid: 4001, gids: [4001]))
+        let second = try fixture.keeper.hold("\(fixture.nodes)/alias", holder: NodeHolder(uid: 4002, gids: [4002]))
+        #expect(second.change == .reapplied && second.original == before)
+        #expect(fixture.keeper.held().nodes.map(\.path) == [path])
+        #expect(fixture.keeper.releaseAll().count == 1)
+        #expect(try await fixture.observed(path) == before)
+    }
+
+    @Test(arguments: [
+        "bus/../\u{301}usb/001", "tty\u{301}USB0", "ttyUSB0 ", "tty\tUSB0", "tty\\USB0", "a/\u{0}/b", "ttyUSB0\u{7F}",
+    ])
+    func pathsWithBytesOutsideThePortableSetAreRefused(relative: String) throws {
+        let fixture = try KeeperFixture()
+        #expect {
+            try fixture.keeper.hold("\(fixture.nodes)/\(relative)", holder: NodeHolder(uid: 4001, gids: [4001]))
+        } throws: { error in
+            (error as? NodeError)?.code == .refused
+        }
+    }
+}

@@ -50,3 +50,22 @@ import Testing
         #expect(outcome("proc/1/status", sameMount: false, in: slash) == "ok", "\(name)")
     }
 }
+
+/// Paths are split on their bytes, as the kernel splits them. A `/` followed by a combining mark is one Swift
+/// character: split on characters, `../\u{301}x` is one component to a `..` check and two (`..` and `\u{301}x`)
+/// to the kernel.
+@Suite struct PathBytesTests {
+    @Test(arguments: ["openat2", "walk"])
+    func aSlashWithACombiningMarkIsStillASlash(name: String) throws {
+        let directory = try TemporaryDirectory()
+        #expect(mkdir(directory.file("below"), 0o755) == 0)
+        // What an escape from below/ would reach.
+        #expect(FileManager.default.createFile(atPath: directory.file("\u{301}secret"), contents: nil))
+        let base = try PathDescriptor.openDirectory(directory.file("below"))
+        defer { base.close() }
+        #expect(throws: Errno(rawValue: EXDEV), "\(name)") {
+            let opened = try PathResolutionTests.resolve(name, "../\u{301}secret", base, false)
+            opened.close()
+        }
+    }
+}
