@@ -47,7 +47,7 @@ public enum NodeHelper {
         let keeper: NodeKeeper
         do throws(NodeError) {
             keeper = try NodeKeeper(
-                policy: .devices(in: settings.deviceDirectory, check: UdevNodeCheck.check),
+                policy: .devices(in: settings.deviceDirectory, directory: UdevDeviceDirectory()),
                 stateDirectory: settings.stateDirectory, watchingChanges: true)
         } catch {
             logger.critical(.startFailed, "\(error)")

@@ -41,6 +41,9 @@ public final class NodeHelperServer {
     public func run() throws(Errno) {
         let signals = try SignalDescriptor([SIGTERM, SIGINT])
         defer { signals.descriptor.close() }
+        // What changed while no helper ran (an ACL entry added meanwhile, a udev rewrite) is seen by no watch:
+        // every held node is compared with what its claim applied, and applied again where it differs.
+        reapply()
         reportWarnings()
         while true {
             let watch = keeper.changeDescriptor

@@ -164,19 +164,39 @@ public struct CutOutcome: Sendable, Hashable, Codable {
     public enum Method: String, Sendable, Hashable, Codable {
         /// A terminal hung up (`TIOCVHANGUP`): every descriptor of it reads end of file, writes fail with `EIO`.
         case hungUp = "hung-up"
-        /// The USB device was de-authorized and authorized again (sysfs `authorized`): every node of it was removed
-        /// and comes back as new nodes, and every descriptor of the old ones fails with `ENODEV`.
+        /// The USB device was de-authorized and authorized again (sysfs `authorized`): its interfaces' drivers were
+        /// unbound, which removed their nodes (a tty is hung up for every descriptor), and bound again as new nodes.
         case reauthorized
+        /// The USB device's hub port was disabled and enabled again (its `disable` attribute): the device was
+        /// disconnected (every descriptor of its nodes, usbfs included, fails with `ENODEV`) and comes back as a new
+        /// device.
+        case portDisabled = "port-disabled"
         /// Nothing was cut; ``reason`` says why.
         case notCut = "not-cut"
     }
 
     public var path: String
     public var method: Method
-    /// The USB device re-authorized (its sysfs path).
+    /// The USB device re-authorized or disconnected (its sysfs path).
     public var usbDevice: String?
-    /// Why nothing was cut.
+    /// The hub port disabled and enabled again (its sysfs path).
+    public var hubPort: String?
+    /// Why nothing was cut; for a cut, what did not go as expected (nodes not back in time).
     public var reason: String?
+
+    public init(
+        path: String, method: Method, usbDevice: String? = nil, hubPort: String? = nil, reason: String? = nil
+    ) {
+        self.path = path
+        self.method = method
+        self.usbDevice = usbDevice
+        self.hubPort = hubPort
+        self.reason = reason
+    }
+
+    static func notCut(_ path: String, _ reason: String) -> CutOutcome {
+        CutOutcome(path: path, method: .notCut, reason: reason)
+    }
 }
 
 /// A held node, as ``NodeControl/held()`` lists it.

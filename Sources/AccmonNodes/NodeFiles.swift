@@ -53,9 +53,9 @@ extension NodeKeeper {
                 throw NodeError(.refused, context, path, "not \(wanted) (\(status.kind)): not touched")
             }
             var device: NodeDevice?
-            if checkingDevice, case .devices(_, let check) = policy {
+            if checkingDevice, case .devices(_, let directory) = policy {
                 do throws(NodeError) {
-                    device = try check(status.deviceNumber)
+                    device = try directory.device(ofCharacterDevice: status.deviceNumber)
                 } catch {
                     throw NodeError(
                         error.code, context, path,

@@ -2,13 +2,24 @@ import AccmonSys
 import Glibc
 
 extension NodeKeeper {
+    /// The kinds whose nodes a cut may reach through their USB device: a USB device itself (usbfs) and a USB serial
+    /// port. A `bluetooth-hid` node's nearest USB device is the Bluetooth adapter, shared by every Bluetooth device.
+    public static let cuttableKinds: Set<String> = ["usb", "serial"]
+
     /// Cuts the descriptors open on a held node, where Linux can:
     /// - simulated nodes: a terminal (a pty the test made with `mknod`) is hung up (`TIOCVHANGUP`, which needs
     ///   `CAP_SYS_ADMIN`); a regular file or another character device is not cut;
-    /// - real devices: the USB device the node belongs to (a serial port, usbfs, hidraw) is de-authorized and
-    ///   authorized again through sysfs, which removes every node of it, failing their descriptors with `ENODEV`,
-    ///   and brings them back as new nodes (a re-enumeration); a node off USB (a Bluetooth HID input node) is not
-    ///   cut: evdev's `EVIOCREVOKE` revokes only the descriptor it is called on.
+    /// - a USB serial port: its USB device is de-authorized and authorized again through sysfs, which unbinds its
+    ///   interfaces' drivers (hanging up the tty for every descriptor) and binds them again as new nodes; the keeper
+    ///   waits for the device's held nodes to be there again (a new inode at each path), and for udev to finish, so
+    ///   that the next request (a waiter's hold) meets them as udev set them up;
+    /// - a USB device's own node (usbfs): its hub port is disabled and enabled again, which disconnects the device
+    ///   (a usbfs descriptor survives re-authorization, which only unconfigures it, but not a disconnection) and
+    ///   brings it back as a new device; only where the hub switches the port's power (``NodeDevice/hubPort``);
+    /// - nothing else: a Bluetooth HID input node (evdev's `EVIOCREVOKE` revokes only the caller's descriptor, and
+    ///   its USB device is the Bluetooth adapter), a node off USB, and any node of a USB device another user holds
+    ///   a node of (re-authorizing or disconnecting it hangs up all its nodes: other users' claims are not cut for
+    ///   this one's).
     public func cut(_ path: String) throws(NodeError) -> CutOutcome {
         guard let record = try heldRecord(path, "cut") else {
             throw NodeError(.notHeld, "cut", path, "not held: only a held node's descriptors are cut")
@@ -18,24 +29,9 @@ extension NodeKeeper {
         guard record.isSameFile(as: node.status) else {
             throw NodeError(.missing, "cut", path, "the held node is gone (another node is there now)")
         }
-        func notCut(_ reason: String) -> CutOutcome { CutOutcome(path: path, method: .notCut, reason: reason) }
-        if isDevicePolicy {
-            guard let usbDevice = record.device?.usbDevice else {
-                return notCut(
-                    "not a USB device's node (\(record.device?.kind ?? "unknown kind")): Linux revokes no other "
-                        + "process's descriptor of it (evdev's EVIOCREVOKE revokes only the caller's)")
-            }
-            for value in ["0", "1"] {
-                do throws(Errno) {
-                    try writeAttribute(value, "authorized", of: usbDevice)
-                } catch {
-                    throw NodeError(.failed, "cut", path, "write \(value) to \(usbDevice)/authorized: \(error)")
-                }
-            }
-            return CutOutcome(path: path, method: .reauthorized, usbDevice: usbDevice)
-        }
+        if isDevicePolicy { return try cutDevice(record, path) }
         guard node.status.kind == .characterDevice else {
-            return notCut("a regular file: Linux cannot revoke the descriptors of a regular file")
+            return .notCut(path, "a regular file: Linux cannot revoke the descriptors of a regular file")
         }
         let terminal: FileDescriptor
         do throws(Errno) {
@@ -45,7 +41,7 @@ extension NodeKeeper {
         }
         defer { terminal.close() }
         guard terminal.isTerminal else {
-            return notCut("a character device that is not a terminal: only terminals are hung up here")
+            return .notCut(path, "a character device that is not a terminal: only terminals are hung up here")
         }
         do throws(Errno) {
             try terminal.hangUpTerminal()
@@ -54,6 +50,80 @@ extension NodeKeeper {
             throw NodeError(code, "cut", path, "TIOCVHANGUP: \(error)")
         }
         return CutOutcome(path: path, method: .hungUp)
+    }
+
+    /// ``cut(_:)`` of a real device's node.
+    private func cutDevice(_ record: NodeRecord, _ path: String) throws(NodeError) -> CutOutcome {
+        guard let device = record.device, Self.cuttableKinds.contains(device.kind), let usbDevice = device.usbDevice
+        else {
+            let kind = record.device?.kind ?? "unknown kind"
+            return .notCut(
+                path,
+                "not a USB device's node or a USB serial port (\(kind)): Linux revokes no other process's descriptor "
+                    + "of it (evdev's EVIOCREVOKE revokes only the caller's), and its nearest USB device, if any, is "
+                    + "shared (a Bluetooth adapter)")
+        }
+        let others = records.values.filter {
+            $0.key != record.key && $0.device?.usbDevice == usbDevice && $0.holder.uid != record.holder.uid
+        }
+        if !others.isEmpty {
+            let held = others.sorted { $0.path < $1.path }.map { "\($0.path) (uid \($0.holder.uid))" }
+            return .notCut(
+                path,
+                "a cut hangs up every node of \(usbDevice), and \(held.joined(separator: ", ")) is held for another "
+                    + "user: another user's claim is not cut for this one's")
+        }
+        if device.syspath == usbDevice {
+            guard let hubPort = device.hubPort else {
+                return .notCut(
+                    path,
+                    "a USB device node (usbfs): re-authorizing only unconfigures the device, and its descriptors stay "
+                        + "usable; its hub port cannot be disabled and enabled again here (no disable attribute, or a "
+                        + "hub without power switching, on which the device would not come back until replugged)")
+            }
+            try write("1", "disable", of: hubPort, cutting: path)
+            usleep(useconds_t(portPowerOffMilliseconds * 1000))
+            try write("0", "disable", of: hubPort, cutting: path)
+            return CutOutcome(path: path, method: .portDisabled, usbDevice: usbDevice, hubPort: hubPort)
+        }
+        let nodes = records.values.filter { $0.device?.usbDevice == usbDevice }
+        try write("0", "authorized", of: usbDevice, cutting: path)
+        try write("1", "authorized", of: usbDevice, cutting: path)
+        let late = waitForReenumeration(of: nodes)
+        return CutOutcome(
+            path: path, method: .reauthorized, usbDevice: usbDevice,
+            reason: late.isEmpty ? nil : "not back within \(reenumerationWait): \(late.joined(separator: ", "))")
+    }
+
+    private func write(_ value: String, _ attribute: String, of syspath: String, cutting path: String) throws(NodeError)
+    {
+        do throws(Errno) {
+            try writeAttribute(value, attribute, of: syspath)
+        } catch {
+            throw NodeError(.failed, "cut", path, "write \(value) to \(syspath)/\(attribute): \(error)")
+        }
+    }
+
+    /// Waits, at most ``reenumerationWait``, until each of `nodes` is there again as a new inode, then for udev to
+    /// finish what is queued; returns the paths that did not come back in time.
+    private func waitForReenumeration(of nodes: [NodeRecord]) -> [String] {
+        let clock = ContinuousClock()
+        let deadline = clock.now + reenumerationWait
+        var pending = nodes
+        while true {
+            pending = pending.filter { record in
+                guard let node = try? open(record.path, "cut", checkingDevice: false) else { return true }  // try?: not yet
+                defer { node.close() }
+                return record.isSameFile(as: node.status)
+            }
+            if pending.isEmpty || clock.now >= deadline { break }
+            usleep(10_000)
+        }
+        if case .devices(_, let directory) = policy {
+            let (seconds, attoseconds) = max(deadline - clock.now, .milliseconds(100)).components
+            _ = directory.waitUntilSettled(milliseconds: Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
+        }
+        return pending.map(\.path).sorted()
     }
 
     // MARK: - Port marks
@@ -79,11 +149,24 @@ extension NodeKeeper {
         } catch {
             throw NodeError(.failed, "unmark-port", port, "cannot remove \(portsDirectory.pathOf(port)): \(error)")
         }
-        let due = pendingUdevChanges.filter { $0.port == port }
-        guard !due.isEmpty else { return [] }
-        pendingUdevChanges.removeAll { $0.port == port }
-        try persist("unmark-port", port)
-        return due.compactMap { triggerChange($0.syspath) ? $0.syspath : nil }
+        let due = pendingUdevChanges.filter { $0.port == port }.map(\.syspath)
+        if !due.isEmpty {
+            pendingUdevChanges.removeAll { $0.port == port }
+            try persist("unmark-port", port)
+        }
+        // Every device udev set up while the port was marked has root-only nodes (72-accmon-claims.rules), not only
+        // those a claim held and released: a sibling port, the usbfs node during a serial-only claim, a bootloader
+        // that came and went, the nodes a cut re-created. Those a claim holds now are left to their release.
+        var setUp: [String] = []
+        if case .devices(_, let directory) = policy {
+            _ = directory.waitUntilSettled(milliseconds: 2000)
+            let held = Set(records.values.compactMap { $0.device?.syspath })
+            setUp = directory.devicesSetUp(onClaimedPort: port).filter { !held.contains($0) }
+        }
+        var asked: Set<String> = []
+        return (due + setUp.sorted()).filter { asked.insert($0).inserted }.compactMap {
+            triggerChange($0) ? $0 : nil
+        }
     }
 
     /// The marked ports.

@@ -28,6 +28,10 @@ public final class NodeKeeper: NodeControl {
     var pendingUdevChanges: [PendingUdevChange] = []
     /// Problems met at start that did not stop it (a record file that could not be read, moved aside).
     public internal(set) var warnings: [String] = []
+    /// How long a cut by re-authorization waits for the device's held nodes to be there again.
+    public var reenumerationWait: Duration = .seconds(5)
+    /// How long a cut of a USB device's own node keeps its hub port off.
+    public var portPowerOffMilliseconds = 200
 
     /// Opens the policy's directory and the state directory (`ports/` below it holds the port marks), and reads
     /// the records kept there.

@@ -372,29 +372,3 @@ public final class UdevMonitor {
         }
     }
 }
-
-/// Lists the devices present now in the given subsystems (coldplug).
-public func enumerateDevices(context: UdevContext, subsystems: [String]) throws(UdevError) -> [String] {
-    guard let enumerate = udev_enumerate_new(context.pointer) else {
-        throw UdevError(operation: "udev_enumerate_new", object: "", errno: .current)
-    }
-    defer { udev_enumerate_unref(enumerate) }
-    for subsystem in subsystems {
-        let result = udev_enumerate_add_match_subsystem(enumerate, subsystem)
-        if result < 0 {
-            throw UdevError(
-                operation: "udev_enumerate_add_match_subsystem", object: subsystem, errno: Errno(rawValue: -result))
-        }
-    }
-    let result = udev_enumerate_scan_devices(enumerate)
-    if result < 0 {
-        throw UdevError(operation: "udev_enumerate_scan_devices", object: "", errno: Errno(rawValue: -result))
-    }
-    var syspaths: [String] = []
-    var entry = udev_enumerate_get_list_entry(enumerate)
-    while let current = entry {
-        syspaths.append(String(cString: udev_list_entry_get_name(current)))
-        entry = udev_list_entry_get_next(current)
-    }
-    return syspaths
-}

@@ -42,3 +42,40 @@ extension UdevDevice {
         )
     }
 }
+
+extension UdevDevice {
+    /// One device of ``ancestry``.
+    public struct Link: Sendable, Hashable {
+        public var subsystem: String
+        public var devtype: String
+        public var syspath: String
+        public var sysname: String
+    }
+
+    /// This device and every parent up to the root of sysfs, nearest first (`udev_device_get_parent`).
+    public var ancestry: [Link] {
+        var links: [Link] = []
+        var current: OpaquePointer? = pointer
+        while let device = current {
+            links.append(
+                Link(
+                    subsystem: Self.text(udev_device_get_subsystem(device)),
+                    devtype: Self.text(udev_device_get_devtype(device)),
+                    syspath: Self.text(udev_device_get_syspath(device)),
+                    sysname: Self.text(udev_device_get_sysname(device))))
+            // Each parent is borrowed from its child: read here, never kept.
+            current = udev_device_get_parent(device)
+        }
+        return links
+    }
+
+    private static func text(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "" }
+}
+
+/// Whether udevd has events queued that it has not finished (`udev_queue_get_queue_is_empty`: the file
+/// `/run/udev/queue` exists while it does). `false` when that cannot be told.
+public func udevQueueIsEmpty(context: UdevContext) -> Bool {
+    guard let queue = udev_queue_new(context.pointer) else { return false }
+    defer { udev_queue_unref(queue) }
+    return udev_queue_get_queue_is_empty(queue) > 0
+}

@@ -9,11 +9,15 @@ import Testing
 /// whose serial ports are marked for accmon or not; its nodes are made with mknod in a directory of the test, given
 /// to the helper as its `--dev`.
 final class HelperFixture {
+    /// A device of the test bed (Tests/umockdev/node_helper.py): `type` `serial` (the default), `usbfs` or
+    /// `bluetooth-input`; `switched` (usbfs): whether its hub switches the port's power.
     struct Port: Encodable {
         var name: String
         var dev: String
         var port: String
         var properties: [String: String]
+        var type: String? = nil
+        var switched: Bool? = nil
     }
 
     let directory: TemporaryDirectory
@@ -36,7 +40,7 @@ final class HelperFixture {
         let helper = try ChildProcess(
             URL(fileURLWithPath: "/usr/bin/umockdev-wrapper"),
             [
-                "/usr/bin/python3", Repository.file("Tests/umockdev/node_helper.py").path, socket, devices, "--",
+                "/usr/bin/python3", Repository.file("Tests/umockdev/node_helper.py").path, socket, devices, dev, "--",
                 try Binaries.url("accmon-nodes").path, "--allow-user", allowedUser, "--state-directory", state, "--dev",
                 dev,
             ],
@@ -59,10 +63,22 @@ final class HelperFixture {
     func node(_ name: String, _ dev: String) throws -> String {
         let parts = dev.split(separator: ":").compactMap { UInt64($0) }
         let path = "\(self.dev)/\(name)"
+        if let slash = name.lastIndex(of: "/") {
+            try FileManager.default.createDirectory(
+                atPath: "\(self.dev)/\(name[..<slash])", withIntermediateDirectories: true)
+        }
         guard mknod(path, S_IFCHR | 0o660, dev_t(parts[0] << 8 | parts[1])) == 0, chown(path, 0, 20) == 0,
             chmod(path, 0o660) == 0
         else { throw Errno.current }
         return path
+    }
+
+    /// The content of a file of the test bed's sysfs (`/sys/...` as the helper sees it).
+    func sysfs(_ path: String) throws -> String {
+        struct Ready: Decodable { var root: String }
+        let line = try #require(helper?.stdout.split(separator: "\n").first { $0.contains("\"ready\"") })
+        let root = try JSONDecoder().decode(Ready.self, from: Data(line.utf8)).root
+        return try String(contentsOfFile: root + path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// `accmon-nodes --request LINE` as the user `uid`.
@@ -139,7 +155,6 @@ final class HelperFixture {
         #expect(try link.hold(claimed, holder: holder).restoresThroughUdev)
         #expect(try link.release(claimed).udevChange == .afterUnmark)
         #expect(try link.unmarkPort("1-5") == ["/sys/devices/usb1/1-5/1-5:1.0/ttyUSB9"])
-        #expect(try link.cut(marked).method == .reauthorized)
         let state = try link.held()
         #expect(state.nodes.map(\.path) == [marked] && state.nodes.first?.port == "1-3" && state.ports.isEmpty)
 
@@ -163,5 +178,108 @@ final class HelperFixture {
             ["--restore-all", "--state-directory", fixture.state, "--dev", fixture.dev],
             in: fixture.directory)
         #expect(again.termination == .exited(0) && again.stdout.isEmpty, "nothing left to restore: \(again)")
+    }
+}
+
+/// What a cut reaches, with the helper's real udev check (libudev in a umockdev test bed).
+@Suite struct NodeHelperCutTests {
+    let holder = NodeHolder(uid: 4001, gids: [4001, 20])
+
+    /// A Bluetooth HID device's input node hangs off the Bluetooth adapter's USB device: re-authorizing that would
+    /// drop every Bluetooth link of every user. The node is held and released, never cut.
+    @Test func aBluetoothInputNodeIsHeldButNeverCutThroughTheAdapter() async throws {
+        let fixture = try HelperFixture()
+        let keyboard = HelperFixture.Port(
+            name: "input/event9", dev: "13:73", port: "1-4", properties: ["ACCMON_KIND": "bluetooth-hid"],
+            type: "bluetooth-input")
+        try await fixture.start(allowing: "0", ports: [keyboard])
+        let path = try fixture.node("input/event9", keyboard.dev)
+        let link = NodeHelperLink(socketPath: fixture.socket, timeout: .seconds(10))
+        _ = try link.hold(path, holder: holder)
+        let held = try link.held()
+        #expect(held.nodes.first?.device?.contains("/hci0/hci0:256/") == true && held.nodes.first?.port == nil, "\(held)")
+        let cut = try link.cut(path)
+        #expect(cut.method == .notCut && cut.usbDevice == nil, "\(cut)")
+        #expect(cut.reason?.contains("EVIOCREVOKE") == true, "\(cut)")
+        #expect(try fixture.sysfs("/sys/devices/usb1/1-4/authorized") == "1")
+        #expect(!(fixture.helper?.stderr.contains("authorized") ?? true), "\(fixture.helper?.stderr ?? "")")
+        #expect(try link.release(path).result == .restored)
+        #expect(await fixture.stop() == .exited(0))
+    }
+
+    /// A cut of a serial port re-authorizes its USB device and answers once the node is there again (the test bed
+    /// makes it again, as the kernel does).
+    @Test func aSerialPortIsCutByReauthorizationAndTheReplyWaitsForItsNewNode() async throws {
+        let fixture = try HelperFixture()
+        let serial = HelperFixture.Port(name: "ttyUSB3", dev: "188:3", port: "1-2", properties: ["ACCMON_KIND": "serial"])
+        try await fixture.start(allowing: "0", ports: [serial])
+        let path = try fixture.node("ttyUSB3", serial.dev)
+        let link = NodeHelperLink(socketPath: fixture.socket, timeout: .seconds(10))
+        _ = try link.hold(path, holder: holder)
+        var before = stat()
+        #expect(stat(path, &before) == 0)
+        let cut = try link.cut(path)
+        #expect(cut.method == .reauthorized && cut.usbDevice == "/sys/devices/usb1/1-2" && cut.reason == nil, "\(cut)")
+        var after = stat()
+        #expect(stat(path, &after) == 0 && after.st_ino != before.st_ino, "the reply came before the new node")
+        #expect(await fixture.stop() == .exited(0))
+    }
+
+    /// usbfs survives re-authorization: its node is cut by disabling its hub port and enabling it again, where the
+    /// hub switches port power; elsewhere it is not cut, and says why.
+    @Test func aUSBDeviceNodeIsCutThroughItsHubPortOnlyWhereTheHubSwitchesPower() async throws {
+        let fixture = try HelperFixture()
+        let switched = HelperFixture.Port(
+            name: "bus/usb/001/002", dev: "189:1", port: "1-2", properties: ["ACCMON_KIND": "usb"], type: "usbfs")
+        let unswitched = HelperFixture.Port(
+            name: "bus/usb/001/003", dev: "189:2", port: "1-3", properties: ["ACCMON_KIND": "usb"], type: "usbfs",
+            switched: false)
+        try await fixture.start(allowing: "0", ports: [switched, unswitched])
+        let link = NodeHelperLink(socketPath: fixture.socket, timeout: .seconds(10))
+        let first = try fixture.node("bus/usb/001/002", switched.dev)
+        let second = try fixture.node("bus/usb/001/003", unswitched.dev)
+        _ = try link.hold(first, holder: holder)
+        _ = try link.hold(second, holder: holder)
+        let cut = try link.cut(first)
+        #expect(cut.method == .portDisabled && cut.hubPort == "/sys/devices/usb1/1-0:1.0/usb1-port2", "\(cut)")
+        #expect(try fixture.sysfs("/sys/devices/usb1/1-0:1.0/usb1-port2/disable") == "0", "enabled again")
+        #expect(try fixture.sysfs("/sys/devices/usb1/1-2/authorized") == "1")
+        let notCut = try link.cut(second)
+        #expect(notCut.method == .notCut && notCut.reason?.contains("power switching") == true, "\(notCut)")
+        #expect(try fixture.sysfs("/sys/devices/usb1/1-0:1.0/usb1-port3/disable") == "0")
+        #expect(await fixture.stop() == .exited(0))
+    }
+
+    /// Unmarking a port asks udev to set up again every device it set up while the port was marked, not only those
+    /// a claim held: here a sibling no claim ever held.
+    @Test func unmarkingAPortSetsUpAgainEveryDeviceMadeWhileItWasMarked() async throws {
+        let fixture = try HelperFixture()
+        let sibling = HelperFixture.Port(
+            name: "ttyUSB5", dev: "188:5", port: "1-6", properties: ["ACCMON_KIND": "serial", "ACCMON_CLAIMED_PORT": "1-6"])
+        try await fixture.start(allowing: "0", ports: [sibling])
+        let link = NodeHelperLink(socketPath: fixture.socket, timeout: .seconds(10))
+        try link.markPort("1-6")
+        // The reply lists the devices whose `uevent` was written (umockdev turns the write into an event).
+        #expect(try link.unmarkPort("1-6") == ["/sys/devices/usb1/1-6/1-6:1.0/ttyUSB5"])
+        #expect(await fixture.stop() == .exited(0))
+    }
+
+    /// An ACL entry added while the helper was down is gone once it is back: it applies its claims again at start.
+    @Test func aRestartedHelperAppliesItsClaimsAgainAtStart() async throws {
+        let fixture = try HelperFixture()
+        let serial = HelperFixture.Port(name: "ttyUSB4", dev: "188:4", port: "1-2", properties: ["ACCMON_KIND": "serial"])
+        try await fixture.start(allowing: "0", ports: [serial])
+        let path = try fixture.node("ttyUSB4", serial.dev)
+        let link = NodeHelperLink(socketPath: fixture.socket, timeout: .seconds(10))
+        let held = try link.hold(path, holder: holder)
+        #expect(await fixture.stop() == .exited(0))
+        let added = try await run(URL(fileURLWithPath: "/usr/bin/setfacl"), ["-m", "u:3000:rw", path], in: fixture.directory)
+        #expect(added.termination == .exited(0), "\(added)")
+        #expect(try await observedState(path, in: fixture.directory) != held.applied)
+        let restarted = try HelperFixture(directory: fixture.directory)
+        try await restarted.start(allowing: "0", ports: [serial])
+        _ = try link.held()  // served: start-up is over
+        #expect(try await observedState(path, in: fixture.directory) == held.applied)
+        #expect(await restarted.stop() == .exited(0))
     }
 }

@@ -131,6 +131,22 @@ struct DevicePolicyTests {
         var all: [String] { recorded.withLock { $0 } }
     }
 
+    /// udev as the tests script it: the marked devices, and the devices set up under each claimed port.
+    struct Devices: NodeDeviceDirectory {
+        var marked: [UInt64: NodeDevice]
+        var onClaimedPort: [String: [String]] = [:]
+
+        func device(ofCharacterDevice deviceNumber: UInt64) throws(NodeError) -> NodeDevice {
+            guard let device = marked[deviceNumber] else {
+                throw NodeError(.notMarked, "udev", "\(deviceNumber)", "not marked for accmon")
+            }
+            return device
+        }
+
+        func devicesSetUp(onClaimedPort port: String) -> [String] { onClaimedPort[port] ?? [] }
+        func waitUntilSettled(milliseconds: Int) -> Bool { true }
+    }
+
     struct Fixture {
         let directory: TemporaryDirectory
         let dev: String
@@ -138,21 +154,20 @@ struct DevicePolicyTests {
         let writes = Writes()
 
         /// `marked`: device numbers the check accepts, with their device.
-        init(marked: [UInt64: NodeDevice]) throws {
+        init(marked: [UInt64: NodeDevice], onClaimedPort: [String: [String]] = [:]) throws {
             directory = try traversableDirectory()
             dev = directory.file("dev")
             #expect(mkdir(dev, 0o755) == 0)
             let writes = self.writes
             keeper = try NodeKeeper(
-                policy: .devices(in: dev) { number throws(NodeError) in
-                    guard let device = marked[number] else {
-                        throw NodeError(.notMarked, "udev", "\(number)", "not marked for accmon")
-                    }
-                    return device
-                }, stateDirectory: directory.file("state"),
+                policy: .devices(in: dev, directory: Devices(marked: marked, onClaimedPort: onClaimedPort)),
+                stateDirectory: directory.file("state"),
                 attributeWriter: { path, value throws(Errno) in
                     writes.recorded.withLock { $0.append("\(path)=\(value)") }
                 })
+            // The nodes of these tests are never made again after a cut: do not wait long for them.
+            keeper.reenumerationWait = .milliseconds(50)
+            keeper.portPowerOffMilliseconds = 1
         }
 
         func node(_ name: String, _ number: UInt64) throws -> String {
@@ -197,6 +212,7 @@ struct DevicePolicyTests {
         #expect(outcome.change == .applied && fixture.keeper.held().nodes.first?.port == "1-2")
         let cut = try fixture.keeper.cut(marked)
         #expect(cut.method == .reauthorized && cut.usbDevice == Self.serial.usbDevice)
+        #expect(cut.reason == "not back within 0.05 seconds: \(marked)", "the node was never made again here")
         #expect(
             fixture.writes.all == ["\(Self.serial.usbDevice!)/authorized=0", "\(Self.serial.usbDevice!)/authorized=1"])
     }
@@ -229,5 +245,54 @@ struct DevicePolicyTests {
         for port in ["../x", "1-2/..", "", "a-1", "1-1.2.3.4.5.6.7.8.9.10.11.12.13.14.15.16.17.18.19.20.21.22.23"] {
             #expect(throws: NodeError.self, "\(port)") { try fixture.keeper.markPort(port) }
         }
+    }
+
+    /// Cutting one port of a multi-port adapter hangs up all of them: a cut is refused while another user holds a
+    /// node of the same USB device, and done when the other nodes are the same user's.
+    @Test func aCutThatWouldHangUpAnotherUsersNodeIsRefused() throws {
+        var second = Self.serial
+        second.syspath = "/sys/devices/pci0000:00/usb1/1-2/1-2:1.1/ttyUSB1/tty/ttyUSB1"
+        let fixture = try Fixture(marked: [Self.null: Self.serial, Self.zero: second])
+        let first = try fixture.node("ttyUSB0", Self.null)
+        let other = try fixture.node("ttyUSB1", Self.zero)
+        _ = try fixture.keeper.hold(first, holder: NodeHolder(uid: 4001, gids: [20]))
+        _ = try fixture.keeper.hold(other, holder: NodeHolder(uid: 4002, gids: [20]))
+        let refused = try fixture.keeper.cut(first)
+        #expect(refused.method == .notCut && refused.reason?.contains("\(other) (uid 4002)") == true, "\(refused)")
+        #expect(fixture.writes.all.isEmpty)
+        _ = try fixture.keeper.hold(other, holder: NodeHolder(uid: 4001, gids: [20]))
+        #expect(try fixture.keeper.cut(first).method == .reauthorized)
+        #expect(fixture.writes.all.count == 2)
+    }
+
+    /// A USB device's own node (usbfs) is cut through its hub port; without a port that can be switched, not cut.
+    @Test func aUSBDeviceNodeIsCutByItsHubPort() throws {
+        let usbfs = NodeDevice(
+            syspath: "/sys/devices/pci0000:00/usb1/1-2", kind: "usb", usbDevice: "/sys/devices/pci0000:00/usb1/1-2",
+            port: "1-2", hubPort: "/sys/devices/pci0000:00/usb1/1-0:1.0/usb1-port2")
+        var unswitched = usbfs
+        unswitched.hubPort = nil
+        let fixture = try Fixture(marked: [Self.null: usbfs, Self.zero: unswitched])
+        let path = try fixture.node("002", Self.null)
+        _ = try fixture.keeper.hold(path, holder: NodeHolder(uid: 4001, gids: [20]))
+        let cut = try fixture.keeper.cut(path)
+        #expect(cut.method == .portDisabled && cut.hubPort == usbfs.hubPort)
+        #expect(fixture.writes.all == ["\(usbfs.hubPort!)/disable=1", "\(usbfs.hubPort!)/disable=0"])
+        let other = try fixture.node("003", Self.zero)
+        _ = try fixture.keeper.hold(other, holder: NodeHolder(uid: 4001, gids: [20]))
+        #expect(try fixture.keeper.cut(other).method == .notCut)
+        #expect(fixture.writes.all.count == 2)
+    }
+
+    /// Unmarking asks udev again for every device it set up under the mark, but those a claim still holds.
+    @Test func unmarkingSkipsDevicesAClaimStillHolds() throws {
+        var held = Self.serial
+        held.onClaimedPort = true
+        let fixture = try Fixture(
+            marked: [Self.null: held], onClaimedPort: ["1-2": [held.syspath, "/sys/devices/pci0000:00/usb1/1-2"]])
+        try fixture.keeper.markPort("1-2")
+        _ = try fixture.keeper.hold(try fixture.node("ttyUSB0", Self.null), holder: NodeHolder(uid: 4001, gids: [20]))
+        #expect(try fixture.keeper.unmarkPort("1-2") == ["/sys/devices/pci0000:00/usb1/1-2"])
+        #expect(fixture.writes.all == ["/sys/devices/pci0000:00/usb1/1-2/uevent=change"])
     }
 }

@@ -108,7 +108,7 @@ struct ControlOperations: NodeOperations, @unchecked Sendable {
         do {
             let outcome = try control.cut(path)
             switch outcome.method {
-            case .hungUp, .reauthorized: return .done
+            case .hungUp, .reauthorized, .portDisabled: return .done
             case .notCut: return .skipped(outcome.reason ?? "not cut")
             }
         } catch {
