@@ -159,7 +159,8 @@ let package = Package(
             ],
             swiftSettings: strictSettings),
         .testTarget(
-            name: "AccmonNodesTests", dependencies: ["AccmonNodes", "AccmonSys", "AccmonTestSupport"],
+            name: "AccmonNodesTests",
+            dependencies: ["AccmondKit", "AccmonLogging", "AccmonNodes", "AccmonSys", "AccmonTestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "AccmonMQTTTests", dependencies: ["AccmonMQTT", "AccmonProtocol", "AccmonTestSupport"],

@@ -20,6 +20,8 @@ public final class NodeHelperLink: NodeControl {
     private var connection: FileDescriptor?
     private var buffer: [UInt8] = []
     private var nextID: UInt64 = 1
+    /// The connections made so far: a caller that sees it grow knows it talks to a helper that may have restarted.
+    public private(set) var connections = 0
 
     public init(socketPath: String, timeout: Duration = .seconds(10)) {
         self.socketPath = socketPath
@@ -123,6 +125,7 @@ public final class NodeHelperLink: NodeControl {
         do throws(SocketError) {
             let fd = try UnixSocket.connect(path: socketPath)
             connection = fd
+            connections += 1
             return fd
         } catch {
             let hint = error.errno == .permissionDenied ? " (only accmond's user may connect)" : ""

@@ -47,6 +47,11 @@ extension ClaimDesk {
                             "claim: deviceNodes: could not enforce the claim: \(failures.joined(separator: "; "))")))
                 return
             }
+            for case .gone(let why) in result.results.map(\.step) {
+                logger.notice(
+                    .claimEnforcement, "a node went away while it was held (the device re-enumerates; the claim "
+                        + "follows it): \(why)", metadata(of: current))
+            }
             let world = world()
             let info = info(of: current, world, nodeResults: result.results)
             log(.claimGranted, "claim granted", claim: current)
@@ -171,7 +176,9 @@ extension ClaimDesk {
         let kept = Set(granted.flatMap { grant in
             grant.claim.items.flatMap { $0.connection == nil ? [] : $0.last.deviceNodes }
         })
-        let keptPorts = Set(granted.flatMap { $0.claim.items.map(\.portPath) })
+        // A port stays marked while any claim has an accessory on it (held, or away for its return window): the
+        // usb device and the serial port of one adapter are two accessories, which two claims may hold.
+        let keptPorts = Set(book.claims.values.flatMap { $0.items.map(\.portPath) })
         var operations: [(NodeOperation, simulated: Bool)] = []
         for release in freed {
             if release.cut { operations += release.paths.map { (.cut($0.0), $0.1) } }

@@ -22,7 +22,8 @@ extension ClaimDesk {
             case .hold(let path, _):
                 switch result.step {
                 case .done: nodes.append(ClaimedNode(path: path, enforced: true))
-                case .skipped(let why), .failed(let why): nodes.append(ClaimedNode(path: path, enforced: false, note: why))
+                case .skipped(let why), .failed(let why), .gone(let why):
+                    nodes.append(ClaimedNode(path: path, enforced: false, note: why))
                 }
             case .openers:
                 openers += result.openers.map { opener in

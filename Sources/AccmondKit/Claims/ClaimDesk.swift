@@ -308,7 +308,7 @@ extension ClaimDesk {
         let results = Mailbox<NodeGuard.BatchResult>(wakeup: wakeup)
         var routing = configuration.nodeRouting
         routing.recordDirectory = configuration.stateDirectory
-        let nodes = try NodeGuard(router: NodeRouter(routing), results: results)
+        let nodes = try NodeGuard(router: NodeRouter(routing), results: results, logger: configuration.logger)
         let names = try UserNames(
             directory: configuration.accounts, results: Mailbox<(uid: UInt32, name: String)>(wakeup: wakeup))
         return ClaimDesk(

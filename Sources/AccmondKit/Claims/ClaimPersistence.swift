@@ -64,7 +64,7 @@ extension ClaimDesk {
                 operations += item.last.deviceNodes.map { (.hold($0, holder), item.simulated) }
             }
         }
-        guard !operations.isEmpty else { return }
+        // Run even with no claim: the helper may hold nodes of claims that ended while accmond was down.
         for result in nodes.runNow(operations) {
             if case .failed(let why) = result.step {
                 logger.error(.claimEnforcement, "restored claim not enforced again: \(why)")

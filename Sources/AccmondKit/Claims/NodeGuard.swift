@@ -1,3 +1,4 @@
+import AccmonLogging
 import AccmonProtocol
 import AccmonSys
 import Synchronization
@@ -19,6 +20,9 @@ enum NodeStep: Sendable, Hashable {
     case skipped(String)
     /// Failed: `why`, as `context: object: reason`.
     case failed(String)
+    /// A real device's node was gone when it was to be held: the device is re-enumerating (reset, or disconnected
+    /// by a cut), udev reports it, and the claim follows it. Not a failure of the claim.
+    case gone(String)
 }
 
 /// The node operations a claim needs, done by whoever may: the privileged helper `accmon-nodes` for real devices,
@@ -91,12 +95,14 @@ final class NodeGuard: Sendable {
     private let pending = Mutex<[Batch]>([])
     private let wakeup: WakeupEvent
     private let results: Mailbox<BatchResult>
+    private let logger: Logger
     private let started = Mutex(false)
     private let nextNumber = Mutex<UInt64>(1)
 
-    init(router: NodeRouter, results: Mailbox<BatchResult>) throws(Errno) {
+    init(router: NodeRouter, results: Mailbox<BatchResult>, logger: Logger) throws(Errno) {
         self.router = router
         self.results = results
+        self.logger = logger
         wakeup = try WakeupEvent()
     }
 
@@ -137,25 +143,59 @@ final class NodeGuard: Sendable {
         return number
     }
 
-    /// Does the batches submitted before now, on the calling thread: at start-up, before the loop serves, so that
-    /// claims restored from the state file are enforced again first. Returns their results.
+    /// Does `operations` on the calling thread: at start-up, before the loop serves, so that claims restored from
+    /// the state file are enforced again first; then releases what the helper (and accmond's own keeper) hold that
+    /// no claim covers (``NodeLedger``). Returns the operations' results.
     func runNow(_ operations: [(NodeOperation, simulated: Bool)]) -> [NodeResult] {
-        perform(operations)
+        defer { reconcile() }
+        return perform(operations)
     }
 
     private func run() {
+        let clock = ContinuousClock()
+        var reconcileAt: ContinuousClock.Instant?
         while true {
-            _ = try? waitForReadable([wakeup.descriptor], timeoutMilliseconds: -1)  // try?: EINTR, looked at again
+            var timeout: Int32 = -1
+            if let reconcileAt {
+                let (seconds, attoseconds) = max(.zero, reconcileAt - clock.now).components
+                timeout = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+            }
+            _ = try? waitForReadable([wakeup.descriptor], timeoutMilliseconds: timeout)  // try?: EINTR, looked at again
             wakeup.drain()
             let batches = pending.withLock { pending in
                 defer { pending = [] }
                 return pending
             }
-            guard !batches.isEmpty else { continue }
-            results.post(
-                batches.map { batch in
-                    BatchResult(number: batch.number, results: perform(batch.operations))
-                })
+            if !batches.isEmpty {
+                results.post(
+                    batches.map { batch in
+                        BatchResult(number: batch.number, results: perform(batch.operations))
+                    })
+            }
+            if let due = reconcileAt, clock.now >= due {
+                reconcile()
+                reconcileAt = nil
+            }
+            if reconcileAt == nil, let delay = router.millisecondsUntilReconcile {
+                reconcileAt = clock.now + .milliseconds(delay)
+            }
+        }
+    }
+
+    /// Releases what a node control holds that no claim wants, where its ledger says it may; logs what it did.
+    private func reconcile() {
+        for (side, outcome) in router.reconcile() {
+            for path in outcome.released {
+                logger.notice(
+                    .claimEnforcement, "\(side): \(path) was held for no claim (a release that failed, or a claim that "
+                        + "ended meanwhile): released", ["node.path": path])
+            }
+            for port in outcome.unmarked {
+                logger.notice(.claimEnforcement, "\(side): port \(port) was marked for no claim: unmarked")
+            }
+            for failure in outcome.failures {
+                logger.warning(.claimEnforcement, "\(side): could not release what no claim holds: \(failure)")
+            }
         }
     }
 
