@@ -17,15 +17,49 @@ public enum NodeHelper {
         public var deviceDirectory = "/dev"
         /// A socket to bind when the service manager passes none.
         public var socketPath: String?
+        /// The opener scanner's socket (`accmon-nodes --scan-openers`); `nil`: the helper scans `/proc` itself,
+        /// seeing what its own privileges let it see.
+        public var scannerSocket: String? = NodeHelper.defaultScannerSocketPath
 
         public init() {}
     }
 
     /// The helper's socket, as accmon-nodes.socket creates it.
     public static let defaultSocketPath = "/run/accmon-nodes.sock"
+    /// The opener scanner's socket, as accmon-nodes-scan.socket creates it.
+    public static let defaultScannerSocketPath = "/run/accmon-nodes-scan.sock"
 
-    /// Serves clients until SIGTERM; returns the exit status (0, or 1 when it cannot start).
+    /// Serves accmond's requests on device nodes until SIGTERM; returns the exit status (0, or 1 when it cannot
+    /// start).
     public static func serve(_ settings: Settings, logger: Logger) -> Int32 {
+        let keeper: NodeKeeper
+        do throws(NodeError) {
+            keeper = try NodeKeeper(
+                policy: .devices(in: settings.deviceDirectory, directory: UdevDeviceDirectory()),
+                stateDirectory: settings.stateDirectory, watchingChanges: true,
+                openerScanner: settings.scannerSocket.map { OpenerScanLink(socketPath: $0) as any OpenerScanner }
+                    ?? LocalOpenerScanner())
+        } catch {
+            logger.critical(.startFailed, "\(error)")
+            return 1
+        }
+        let held = keeper.held()
+        return run(NodeService(keeper: keeper, logger: logger), settings, name: "accmon-nodes", logger: logger) {
+            "\(held.nodes.count) nodes held, \(held.ports.count) ports marked (\(settings.stateDirectory))"
+        }
+    }
+
+    /// Serves the helper's requests for the openers of its nodes until SIGTERM (``OpenerScanService``): the mode
+    /// of `accmon-nodes-scan.service`, the one unit with the capabilities to look at every process's descriptors.
+    public static func scanOpeners(_ settings: Settings, logger: Logger) -> Int32 {
+        run(OpenerScanService(logger: logger), settings, name: "accmon-nodes --scan-openers", logger: logger) {
+            "scanning /proc for the helper's nodes"
+        }
+    }
+
+    private static func run(
+        _ service: any LineService, _ settings: Settings, name: String, logger: Logger, status: () -> String
+    ) -> Int32 {
         ignoreBrokenPipeSignal()
         SignalDescriptor.block([SIGTERM, SIGINT])
         let allowed: (uid: uid_t, name: String)
@@ -44,25 +78,12 @@ public enum NodeHelper {
             logger.critical(.startFailed, problem.description)
             return 1
         }
-        let keeper: NodeKeeper
-        do throws(NodeError) {
-            keeper = try NodeKeeper(
-                policy: .devices(in: settings.deviceDirectory, directory: UdevDeviceDirectory()),
-                stateDirectory: settings.stateDirectory, watchingChanges: true)
-        } catch {
-            logger.critical(.startFailed, "\(error)")
-            return 1
-        }
-        let held = keeper.held()
-        logger.info(
-            .started,
-            "serving \(describe(allowed)); \(held.nodes.count) nodes held, "
-                + "\(held.ports.count) ports marked (\(settings.stateDirectory))")
+        logger.info(.started, "serving \(describe(allowed)); \(status())")
         _ = try? ServiceManager.notify("READY=1\nSTATUS=Serving \(describe(allowed))")  // try?: no manager, or gone
         do throws(Errno) {
-            try NodeHelperServer(
-                listener: listener, keeper: keeper, allowedUID: allowed.uid, allowedUser: describe(allowed),
-                logger: logger
+            try LineServer(
+                listener: listener, service: service, allowedUID: allowed.uid, allowedUser: describe(allowed),
+                name: name, logger: logger
             ).run()
         } catch {
             logger.critical(.transportFailure, "poll: \(error)")

@@ -122,7 +122,7 @@ public struct NodeRequest: Sendable, Hashable, Codable {
 }
 
 /// One reply line.
-public struct NodeReply: Sendable, Hashable, Codable {
+public struct NodeReply: Sendable, Hashable, Codable, LineReply {
     public var v: Int = NodeHelperProtocol.version
     public var id: UInt64?
     public var ok: Bool = true

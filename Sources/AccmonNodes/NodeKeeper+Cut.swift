@@ -29,10 +29,11 @@ extension NodeKeeper {
         guard record.isSameFile(as: node.status) else {
             throw NodeError(.missing, "cut", path, "the held node is gone (another node is there now)")
         }
-        if isDevicePolicy { return try cutDevice(record, path) }
+        if isDevicePolicy { return try cutDevice(record, node, path) }
         guard node.status.kind == .characterDevice else {
             return .notCut(path, "a regular file: Linux cannot revoke the descriptors of a regular file")
         }
+        if isOpenByNobody(node) { return .notCut(path, "nothing has it open") }
         let terminal: FileDescriptor
         do throws(Errno) {
             terminal = try node.descriptor.reopen(O_RDWR)
@@ -52,8 +53,15 @@ extension NodeKeeper {
         return CutOutcome(path: path, method: .hungUp)
     }
 
+    /// Whether a scan found nothing that has the node open. Only what is open is cut (a re-authorization
+    /// re-enumerates the device: not for nothing); a scan that failed, or stopped at its time limit, counts as open.
+    private func isOpenByNobody(_ node: OpenedNode) -> Bool {
+        guard let scan = try? openerScanner.scan([node.status]) else { return false }  // try?: counts as open
+        return scan.complete && scan.openers[0].isEmpty
+    }
+
     /// ``cut(_:)`` of a real device's node.
-    private func cutDevice(_ record: NodeRecord, _ path: String) throws(NodeError) -> CutOutcome {
+    private func cutDevice(_ record: NodeRecord, _ node: OpenedNode, _ path: String) throws(NodeError) -> CutOutcome {
         guard let device = record.device, Self.cuttableKinds.contains(device.kind), let usbDevice = device.usbDevice
         else {
             let kind = record.device?.kind ?? "unknown kind"
@@ -81,11 +89,13 @@ extension NodeKeeper {
                         + "usable; its hub port cannot be disabled and enabled again here (no disable attribute, or a "
                         + "hub without power switching, on which the device would not come back until replugged)")
             }
+            if isOpenByNobody(node) { return .notCut(path, "nothing has it open") }
             try write("1", "disable", of: hubPort, cutting: path)
             usleep(useconds_t(portPowerOffMilliseconds * 1000))
             try write("0", "disable", of: hubPort, cutting: path)
             return CutOutcome(path: path, method: .portDisabled, usbDevice: usbDevice, hubPort: hubPort)
         }
+        if isOpenByNobody(node) { return .notCut(path, "nothing has it open") }
         let nodes = records.values.filter { $0.device?.usbDevice == usbDevice }
         try write("0", "authorized", of: usbDevice, cutting: path)
         try write("1", "authorized", of: usbDevice, cutting: path)
@@ -206,10 +216,11 @@ extension NodeKeeper {
     public func openers(of path: String) throws(NodeError) -> [NodeOpener] {
         let node = try open(path, "openers")
         defer { node.close() }
-        return ProcessScan.openers(of: node.status)
+        return try openerScanner.scan([node.status]).openers[0]
     }
 
-    /// The openers of each of `paths`, in one pass over `/proc`; a node that cannot be opened has none.
+    /// The openers of each of `paths`, in one scan; a node that cannot be opened has none, and so has every node
+    /// when the scan fails.
     public func openers(ofEach paths: [String]) -> [[NodeOpener]] {
         var files: [FileStatus] = []
         var indices: [Int?] = []
@@ -222,7 +233,7 @@ extension NodeKeeper {
             files.append(node.status)
             node.close()
         }
-        let found = ProcessScan.openers(ofEach: files)
+        let found = (try? openerScanner.scan(files).openers) ?? files.map { _ in [] }  // try?: none named
         return indices.map { $0.map { found[$0] } ?? [] }
     }
 }

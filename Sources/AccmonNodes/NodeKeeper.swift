@@ -21,6 +21,8 @@ public final class NodeKeeper: NodeControl {
     let portsDirectory: DirectoryDescriptor
     let recordName: String
     let attributeWriter: (_ path: String, _ value: String) throws(Errno) -> Void
+    /// Who names the processes that have a node open.
+    let openerScanner: any OpenerScanner
     var records: [NodeKey: NodeRecord] = [:]
     /// The changes of held nodes' attributes, when watched; the watch of each held node.
     let inodeWatch: InodeWatch?
@@ -42,15 +44,18 @@ public final class NodeKeeper: NodeControl {
     ///   - watchingChanges: watch the held nodes' attributes (inotify), so that a rewrite by udev or logind is seen
     ///     at once: ``changeDescriptor`` turns readable, and ``reapplyChanged()`` applies the claims again.
     ///   - attributeWriter: writes a sysfs attribute (tests record what would be written).
+    ///   - openerScanner: finds the processes that have a node open (the helper's is the scanner unit).
     /// - Throws: ``NodeError`` when a directory cannot be opened or is unfit. A record file that cannot be read is
     ///   moved aside (`nodes.json.corrupt-TIME`) with a warning (``warnings``), not an error: the keeper must start.
     public init(
         policy: NodePolicy, stateDirectory: String, recordName: String = "nodes.json", watchingChanges: Bool = false,
-        attributeWriter: @escaping (_ path: String, _ value: String) throws(Errno) -> Void = writeAttributeFile
+        attributeWriter: @escaping (_ path: String, _ value: String) throws(Errno) -> Void = writeAttributeFile,
+        openerScanner: any OpenerScanner = LocalOpenerScanner()
     ) throws(NodeError) {
         self.policy = policy
         self.recordName = recordName
         self.attributeWriter = attributeWriter
+        self.openerScanner = openerScanner
         do throws(Errno) {
             root = try PathDescriptor.openDirectory(policy.directory)
         } catch {

@@ -1,3 +1,4 @@
+import CAccmonShims
 import Glibc
 
 /// What `fstat(2)` says of an open file: its type, permission bits, owner and size.
@@ -48,6 +49,20 @@ public struct FileStatus: Sendable, Hashable {
     public var inode: UInt64 = 0
     /// The device a character or block device node stands for (`st_rdev`); 0 for other files.
     public var deviceNumber: UInt64 = 0
+
+    public init(
+        kind: Kind, permissions: mode_t, owner: uid_t, size: Int, group: gid_t = 0, fileSystem: UInt64 = 0,
+        inode: UInt64 = 0, deviceNumber: UInt64 = 0
+    ) {
+        self.kind = kind
+        self.permissions = permissions
+        self.owner = owner
+        self.size = size
+        self.group = group
+        self.fileSystem = fileSystem
+        self.inode = inode
+        self.deviceNumber = deviceNumber
+    }
 
     /// Whether the group or others may write (`S_IWGRP`, `S_IWOTH`).
     public var isWritableByGroupOrOthers: Bool { permissions & (S_IWGRP | S_IWOTH) != 0 }
@@ -108,4 +123,17 @@ extension FileDescriptor {
             if bytes.count > limit { return nil }
         }
     }
+}
+
+/// The identity of the file `name` names relative to `directory`, a final link followed (`statx` with
+/// `AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT`): type, file system, inode and device number, from what the kernel has
+/// cached, never asking a network file system for fresh attributes nor triggering an automount. Permission bits,
+/// owner and size are left 0. A FUSE file system is still asked (its attributes are not cached for long): look only
+/// at files on file systems known not to be one.
+public func identityWithoutSync(_ name: String, in directory: FileDescriptor) throws(Errno) -> FileStatus {
+    var identity = CAccmonShims_FileIdentity()
+    _ = try valueOrErrno { CAccmonShims_identityWithoutSync(directory.rawValue, name, &identity) }
+    return FileStatus(
+        kind: .init(mode: mode_t(identity.mode)), permissions: 0, owner: 0, size: 0, fileSystem: identity.fileSystem,
+        inode: identity.inode, deviceNumber: identity.deviceNumber)
 }

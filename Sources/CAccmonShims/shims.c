@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 void CAccmonShims_nameThread(const char *name) {
@@ -94,4 +96,16 @@ int CAccmonShims_pathFlag(void) {
 
 int CAccmonShims_setHeapTopPad(int bytes) {
     return mallopt(M_TOP_PAD, bytes);
+}
+
+int CAccmonShims_identityWithoutSync(int directoryFD, const char *path, struct CAccmonShims_FileIdentity *identity) {
+    struct statx info;
+    if (statx(directoryFD, path, AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT, STATX_TYPE | STATX_INO, &info) != 0) {
+        return -1;
+    }
+    identity->mode = info.stx_mode;
+    identity->fileSystem = makedev(info.stx_dev_major, info.stx_dev_minor);
+    identity->inode = info.stx_ino;
+    identity->deviceNumber = makedev(info.stx_rdev_major, info.stx_rdev_minor);
+    return 0;
 }

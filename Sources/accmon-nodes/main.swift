@@ -29,7 +29,13 @@ case .restoreAll(let settings):
 case .request(let line, let socketPath):
     exit(NodeHelper.request(line, socketPath: socketPath))
 case .serve(let settings, let level):
+    exit(NodeHelper.serve(settings, logger: logger(level)))
+case .scanOpeners(let settings, let level):
+    exit(NodeHelper.scanOpeners(settings, logger: logger(level)))
+}
+
+func logger(_ level: LogLevel) -> Logger {
     var logger = Logger(label: "accmon-nodes", level: level)
     if Journal.standardErrorIsJournal { logger.destination = .journal }
-    exit(NodeHelper.serve(settings, logger: logger))
+    return logger
 }

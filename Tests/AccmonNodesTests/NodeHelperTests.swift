@@ -24,25 +24,39 @@ final class HelperFixture {
     let socket: String
     let dev: String
     let state: String
+    /// The opener scanner's socket: a real `accmon-nodes --scan-openers` runs beside the helper.
+    let scannerSocket: String
     private(set) var helper: ChildProcess?
+    private(set) var scanner: ChildProcess?
+    private var holders: [ChildProcess] = []
 
     init(directory: TemporaryDirectory? = nil) throws {
         self.directory = try directory ?? traversableDirectory()
         socket = self.directory.file("nodes.sock")
         dev = self.directory.file("dev")
         state = self.directory.file("state")
+        scannerSocket = self.directory.file("scan.sock")
         if !FileManager.default.fileExists(atPath: dev) { #expect(mkdir(dev, 0o755) == 0) }
     }
 
     /// Starts the helper serving `allowedUser`, with the test bed's `ports`.
     func start(allowing allowedUser: String, ports: [Port]) async throws {
+        if scanner == nil {
+            unlink(scannerSocket)
+            let scanner = try ChildProcess(
+                try Binaries.url("accmon-nodes"), ["--scan-openers", "--socket", scannerSocket],
+                name: "scanner-\(UUID().uuidString.prefix(8))", directory: directory)
+            self.scanner = scanner
+            guard await eventually(timeout: .seconds(20), { FileManager.default.fileExists(atPath: scannerSocket) })
+            else { throw Binaries.LocateError(description: "the scanner did not start: \(scanner.stderr)") }
+        }
         let devices = String(decoding: try JSONEncoder().encode(ports), as: UTF8.self)
         let helper = try ChildProcess(
             URL(fileURLWithPath: "/usr/bin/umockdev-wrapper"),
             [
                 "/usr/bin/python3", Repository.file("Tests/umockdev/node_helper.py").path, socket, devices, dev, "--",
                 try Binaries.url("accmon-nodes").path, "--allow-user", allowedUser, "--state-directory", state, "--dev",
-                dev,
+                dev, "--scanner", scannerSocket,
             ],
             name: "helper-\(UUID().uuidString.prefix(8))", directory: directory)
         self.helper = helper
@@ -56,7 +70,26 @@ final class HelperFixture {
     /// Stops the helper (SIGTERM through the test bed script) and returns how it ended.
     func stop() async -> Termination? {
         helper?.send(SIGTERM)
-        return await helper?.waitForExit(timeout: .seconds(15))
+        let ended = await helper?.waitForExit(timeout: .seconds(15))
+        if ended != .exited(0) { Issue.record("the helper ended with \(String(describing: ended)): \(helper?.stderr ?? "")") }
+        return ended
+    }
+
+    /// A process that keeps an `O_PATH` descriptor of `path` until the fixture ends (the test's nodes have no
+    /// driver behind them: nothing can open them for I/O), for the scanner to find.
+    func holdOpen(_ path: String) async throws -> ChildProcess {
+        let ready = directory.file("holder-\(holders.count).ready")
+        let holder = try ChildProcess(
+            URL(fileURLWithPath: "/usr/bin/python3"),
+            [
+                "-c", "import os, sys, time; fd = os.open(sys.argv[1], os.O_PATH); open(sys.argv[2], 'w').close(); "
+                    + "time.sleep(600)", path, ready,
+            ], name: "holder-\(holders.count)", directory: directory)
+        holders.append(holder)
+        guard await eventually(timeout: .seconds(10), { FileManager.default.fileExists(atPath: ready) }) else {
+            throw Binaries.LocateError(description: "the holder did not start: \(holder.stderr)")
+        }
+        return holder
     }
 
     /// A node made with mknod below `dev/`, root:dialout 0660 as udev's rules make serial ports.
@@ -91,7 +124,11 @@ final class HelperFixture {
             ], in: directory)
     }
 
-    deinit { helper?.kill() }
+    deinit {
+        helper?.kill()
+        scanner?.kill()
+        for holder in holders { holder.kill() }
+    }
 }
 
 @Suite struct NodeHelperTests {
@@ -196,6 +233,7 @@ final class HelperFixture {
         let path = try fixture.node("input/event9", keyboard.dev)
         let link = NodeHelperLink(socketPath: fixture.socket, timeout: .seconds(10))
         _ = try link.hold(path, holder: holder)
+        _ = try await fixture.holdOpen(path)  // the compositor
         let held = try link.held()
         #expect(held.nodes.first?.device?.contains("/hci0/hci0:256/") == true && held.nodes.first?.port == nil, "\(held)")
         let cut = try link.cut(path)
@@ -216,6 +254,9 @@ final class HelperFixture {
         let path = try fixture.node("ttyUSB3", serial.dev)
         let link = NodeHelperLink(socketPath: fixture.socket, timeout: .seconds(10))
         _ = try link.hold(path, holder: holder)
+        #expect(try link.cut(path).reason == "nothing has it open", "nothing is cut for nothing")
+        let holder = try await fixture.holdOpen(path)
+        #expect(try link.openers(of: path).map(\.pid) == [holder.pid], "named through the scanner")
         var before = stat()
         #expect(stat(path, &before) == 0)
         let cut = try link.cut(path)
@@ -240,6 +281,8 @@ final class HelperFixture {
         let second = try fixture.node("bus/usb/001/003", unswitched.dev)
         _ = try link.hold(first, holder: holder)
         _ = try link.hold(second, holder: holder)
+        _ = try await fixture.holdOpen(first)
+        _ = try await fixture.holdOpen(second)
         let cut = try link.cut(first)
         #expect(cut.method == .portDisabled && cut.hubPort == "/sys/devices/usb1/1-0:1.0/usb1-port2", "\(cut)")
         #expect(try fixture.sysfs("/sys/devices/usb1/1-0:1.0/usb1-port2/disable") == "0", "enabled again")

@@ -147,6 +147,13 @@ struct DevicePolicyTests {
         func waitUntilSettled(milliseconds: Int) -> Bool { true }
     }
 
+    /// A scanner that finds one opener of every file: a cut then goes ahead.
+    struct EverythingOpen: OpenerScanner {
+        func scan(_ files: [FileStatus]) throws(NodeError) -> ProcessScan.Result {
+            ProcessScan.Result(openers: files.map { _ in [NodeOpener(pid: 4711, uid: 1000, command: "minicom")] }, complete: true)
+        }
+    }
+
     struct Fixture {
         let directory: TemporaryDirectory
         let dev: String
@@ -164,7 +171,7 @@ struct DevicePolicyTests {
                 stateDirectory: directory.file("state"),
                 attributeWriter: { path, value throws(Errno) in
                     writes.recorded.withLock { $0.append("\(path)=\(value)") }
-                })
+                }, openerScanner: EverythingOpen())
             // The nodes of these tests are never made again after a cut: do not wait long for them.
             keeper.reenumerationWait = .milliseconds(50)
             keeper.portPowerOffMilliseconds = 1

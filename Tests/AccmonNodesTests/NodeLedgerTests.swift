@@ -42,7 +42,7 @@ import Testing
         let batch = guardian.submit([(.release(path), simulated: false)])
         #expect(await eventually(timeout: .seconds(10)) { results.take().contains { $0.number == batch } })
         #expect(kill(helper, SIGKILL) == 0)
-        _ = await fixture.stop()
+        fixture.helper?.kill()  // the test bed goes with it
         #expect(try await observedState(path, in: fixture.directory) != before, "the release never happened")
 
         let restarted = try HelperFixture(directory: fixture.directory)
@@ -70,6 +70,7 @@ import Testing
         #expect(try await observedState(path, in: fixture.directory) == before)
         let held = try link.held()
         #expect(held.nodes.isEmpty && held.ports.isEmpty, "\(held)")
-        #expect(await fixture.stop() == .exited(0))
+        let stopped = await fixture.stop()
+        #expect(stopped == .exited(0), "\(String(describing: stopped)): \(fixture.helper?.stderr ?? "")")
     }
 }

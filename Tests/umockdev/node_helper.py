@@ -24,6 +24,7 @@ UMOCKDEV_DIR), prints one JSON line {"ready": true, "devices": {name: syspath}, 
 exists, and on SIGTERM
 stops it and exits with its status.
 """
+import ctypes
 import json
 import os
 import signal
@@ -100,6 +101,8 @@ def recreate_on_reauthorization(watched, dev):
         with open(path) as attribute:
             return status.st_mtime_ns, attribute.read().strip()
 
+    # Signals are the main thread's (its pause() must wake up for SIGTERM): not delivered to this one.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     seen = {path: state(path) for path in watched}
     while True:
         for path, devices in watched.items():
@@ -134,9 +137,11 @@ def main():
     threading.Thread(target=recreate_on_reauthorization, args=(watched, dev), daemon=True).start()
     if os.path.exists(socket_path):  # an earlier run's: its existence must mean the new one listens
         os.unlink(socket_path)
-    # systemd-socket-activate passes on only the variables named with -E: the preload's among them.
+    # systemd-socket-activate passes on only the variables named with -E: the preload's among them. It becomes the
+    # helper (exec), which dies with this script (PR_SET_PDEATHSIG), however the script ends.
+    libc = ctypes.CDLL(None, use_errno=True)
     child = subprocess.Popen(["systemd-socket-activate", "-l", socket_path, "-E", "LD_PRELOAD", "-E", "UMOCKDEV_DIR"]
-                             + helper)
+                             + helper, preexec_fn=lambda: libc.prctl(1, signal.SIGKILL))
 
     def stop(*_):
         if child.poll() is None:

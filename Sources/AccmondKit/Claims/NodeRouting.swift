@@ -192,8 +192,7 @@ struct ControlOperations: NodeOperations, @unchecked Sendable {
     }
 
     func cut(_ path: String) -> NodeStep {
-        // Only what is open is cut: re-authorizing a USB device re-enumerates it, not worth it for nothing.
-        guard !openers(of: path).isEmpty else { return .skipped("nothing has it open") }
+        // The control looks for what has the node open, and cuts nothing when nothing has.
         do {
             let outcome = try control.cut(path)
             switch outcome.method {

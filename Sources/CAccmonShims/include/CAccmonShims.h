@@ -65,6 +65,19 @@ int CAccmonShims_hangUpTerminal(int fd);
 /// The `O_PATH` flag, which Swift's Glibc leaves out (it needs _GNU_SOURCE).
 int CAccmonShims_pathFlag(void);
 
+/// What statx(2) says of a file's identity: its type, the file system (`st_dev`), inode and device number.
+struct CAccmonShims_FileIdentity {
+    uint32_t mode;
+    uint64_t fileSystem;
+    uint64_t inode;
+    uint64_t deviceNumber;
+};
+
+/// statx(directoryFD, path, AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT, STATX_TYPE | STATX_INO) following a final link
+/// (a /proc/PID/fd/N magic link, to the file it names): never asks a network file system for fresh attributes and
+/// never triggers an automount. Returns 0, or -1 with errno set.
+int CAccmonShims_identityWithoutSync(int directoryFD, const char *path, struct CAccmonShims_FileIdentity *identity);
+
 /// mallopt(M_TOP_PAD, bytes), which Swift's Glibc leaves out (malloc.h): how much more than it needs each malloc
 /// heap grows by. Returns 1 on success, 0 on error.
 int CAccmonShims_setHeapTopPad(int bytes);
