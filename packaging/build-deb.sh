@@ -53,6 +53,8 @@ install -D -m 0644 packaging/accmon-mqtt.service "$root/usr/lib/systemd/system/a
 install -D -m 0644 packaging/accmond.socket "$root/usr/lib/systemd/system/accmond.socket"
 install -D -m 0644 packaging/accmon-nodes.service "$root/usr/lib/systemd/system/accmon-nodes.service"
 install -D -m 0644 packaging/accmon-nodes.socket "$root/usr/lib/systemd/system/accmon-nodes.socket"
+install -D -m 0644 packaging/accmon-nodes-scan.service "$root/usr/lib/systemd/system/accmon-nodes-scan.service"
+install -D -m 0644 packaging/accmon-nodes-scan.socket "$root/usr/lib/systemd/system/accmon-nodes-scan.socket"
 install -D -m 0644 packaging/polkit/60-accmon.rules "$root/usr/share/polkit-1/rules.d/60-accmon.rules"
 for rules in udev-rules/*.rules; do
   install -D -m 0644 "$rules" "$root/usr/lib/udev/rules.d/$(basename "$rules")"

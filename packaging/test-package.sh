@@ -154,22 +154,33 @@ check "accmon-mqtt.service: the static user accmon-mqtt, group accmon, no restar
 check "accmond.socket: /run/accmon/accmon.sock, group accmon, mode 0660" \
   grep -qzP 'ListenStream=/run/accmon/accmon.sock\n(.|\n)*SocketGroup=accmon\nSocketMode=0660\n' "${units[0]}"
 
-nodes_units=("$stage/usr/lib/systemd/system/accmon-nodes.socket" "$stage/usr/lib/systemd/system/accmon-nodes.service")
-check "systemd-analyze verify accmon-nodes.socket accmon-nodes.service" \
+units_dir=$stage/usr/lib/systemd/system
+nodes_units=("$units_dir/accmon-nodes.socket" "$units_dir/accmon-nodes.service" "$units_dir/accmon-nodes-scan.socket"
+  "$units_dir/accmon-nodes-scan.service")
+check "systemd-analyze verify accmon-nodes.socket accmon-nodes.service accmon-nodes-scan.socket accmon-nodes-scan.service" \
   unshare -m sh -ec 'mkdir -p /usr/lib/accmon && mount -t overlay overlay -o "lowerdir=$0/usr/lib/accmon:/usr/lib/accmon" /usr/lib/accmon
     MANPATH="$0/usr/share/man" exec systemd-analyze verify "$@"' "$stage" "${nodes_units[@]}"
-# The helper runs as root with four capabilities; its exposure is reported and held to the daemon's bound.
-exposure=$(systemd-analyze security --offline=yes "${nodes_units[1]}" 2>&1 | sed -n 's/.*Overall exposure level for accmon-nodes.service: \([0-9.]*\).*/\1/p')
-if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }'; then
-  pass "systemd-analyze security --offline=yes accmon-nodes.service: exposure $exposure (at most 2.0)"
-else
-  fail "systemd-analyze security --offline=yes accmon-nodes.service: exposure '${exposure:-?}' (at most 2.0)"
-  systemd-analyze security --offline=yes "${nodes_units[1]}" 2>&1 | grep -v '✓' | sed 's/^/    /'
-fi
-check "accmon-nodes.service: exactly CAP_CHOWN CAP_FOWNER CAP_DAC_READ_SEARCH CAP_SYS_PTRACE, no CAP_SYS_ADMIN" \
-  grep -qx 'CapabilityBoundingSet=CAP_CHOWN CAP_FOWNER CAP_DAC_READ_SEARCH CAP_SYS_PTRACE' "${nodes_units[1]}"
+# The helper runs as root with two capabilities, the scanner as a dynamic user with two others; their exposure is
+# reported and held to the daemon's bound.
+for unit in "${nodes_units[1]}" "${nodes_units[3]}"; do
+  name=$(basename "$unit")
+  exposure=$(systemd-analyze security --offline=yes "$unit" 2>&1 | sed -n "s/.*Overall exposure level for $name: \([0-9.]*\).*/\1/p")
+  if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }'; then
+    pass "systemd-analyze security --offline=yes $name: exposure $exposure (at most 2.0)"
+  else
+    fail "systemd-analyze security --offline=yes $name: exposure '${exposure:-?}' (at most 2.0)"
+    systemd-analyze security --offline=yes "$unit" 2>&1 | grep -v '✓' | sed 's/^/    /'
+  fi
+done
+check "accmon-nodes.service: exactly CAP_CHOWN CAP_FOWNER (no CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH or CAP_SYS_ADMIN)" \
+  grep -qx 'CapabilityBoundingSet=CAP_CHOWN CAP_FOWNER' "${nodes_units[1]}"
+check "accmon-nodes-scan.service: a dynamic user with exactly CAP_DAC_READ_SEARCH CAP_SYS_PTRACE, no ptrace(2)" \
+  grep -qzP 'DynamicUser=yes\n(.|\n)*CapabilityBoundingSet=CAP_DAC_READ_SEARCH CAP_SYS_PTRACE\n(.|\n)*~@privileged.*@debug\n' \
+  "${nodes_units[3]}"
 check "accmon-nodes.socket: /run/accmon-nodes.sock, accmond's alone (mode 0600)" \
   grep -qzP 'ListenStream=/run/accmon-nodes.sock\n(.|\n)*SocketUser=accmond\n(.|\n)*SocketMode=0600\n' "${nodes_units[0]}"
+check "accmon-nodes-scan.socket: /run/accmon-nodes-scan.sock, root's alone (mode 0600)" \
+  grep -qzP 'ListenStream=/run/accmon-nodes-scan.sock\n(.|\n)*SocketUser=root\n(.|\n)*SocketMode=0600\n' "${nodes_units[2]}"
 check "the udev rule 72-accmon-claims.rules is shipped" test -f "$stage/usr/lib/udev/rules.d/72-accmon-claims.rules"
 
 # --- man pages and completion --------------------------------------------------------------------------------------
@@ -275,6 +286,8 @@ check "accmon --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/bin/a
 check "accmon-nodes --version in the chroot" bash -c "[ \"\$(chroot '$root' /usr/lib/accmon/accmon-nodes --version)\" = 'accmon-nodes $version' ]"
 check "postinst enabled accmon-nodes.socket (deb-systemd-helper)" \
   test -L "$root/etc/systemd/system/sockets.target.wants/accmon-nodes.socket"
+check "postinst enabled accmon-nodes-scan.socket (deb-systemd-helper)" \
+  test -L "$root/etc/systemd/system/sockets.target.wants/accmon-nodes-scan.socket"
 check "accmon-dashboard: postinst byte-compiled the modules (py3compile)" \
   bash -c "ls '$root'/usr/lib/python3/dist-packages/accmon_dashboard/__pycache__/model.*.pyc"
 check "/etc/accmon/dashboard.json is a conffile" bash -c "chroot '$root' dpkg-query -W -f='\${Conffiles}' accmon-dashboard | grep -q /etc/accmon/dashboard.json"

@@ -89,7 +89,9 @@ extension AccmonConnection {
     ///     id (``AccmonSession``).
     ///   - whileWaiting: called once when the claim waits in line, with its place and who holds what it asked for.
     /// - Throws: ``AccmonError`` with ``AccmonError/Code/requestFailed``: `claim-conflict` (the holders in
-    ///   ``ProtocolError/holders``), `permission-denied`, `no-such-connection`, `no-match`, `enforcement-failed`.
+    ///   ``ProtocolError/holders``), `permission-denied`, `no-such-connection`, `no-match`, `enforcement-failed`;
+    ///   with ``AccmonError/Code/connectionClosed`` and ``AccmonError/claimToken`` when the connection ended while
+    ///   the claim waited in line (a restart of accmond): take the place up again with `.resume(token:)`.
     public func claim(
         _ target: ClaimRequest.Target, wait: Bool = false, reason: String = "", maxSeconds: Double? = nil,
         preserve: Bool = false, whileWaiting: (@Sendable (ClaimInfo) -> Void)? = nil
@@ -114,7 +116,10 @@ extension AccmonConnection {
                 }
             }
             return .failure(
-                AccmonError(.connectionClosed, "accmon: claim: \(info.claimID): the connection ended while waiting"))
+                AccmonError(
+                    .connectionClosed,
+                    "accmon: claim: \(info.claimID): the connection ended while waiting (take the place up again with "
+                        + "its token)", claimToken: info.token))
         } onCancel: {
             channel.send(.release(ReleaseRequest(.claim(info.claimID))))
             channel.forgetClaim(info.claimID)

@@ -28,12 +28,17 @@ public struct AccmonError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The daemon's error, for ``Code/requestFailed``.
     public var protocolError: ProtocolError?
+    /// For a claim that waited in line when its connection ended (accmond restarted): the token that takes its place
+    /// up again on a new connection, `claim(.resume(token:), wait: true)`, as a holder takes up its claim. accmond
+    /// keeps the place for its reclaim window (30 s by default).
+    public var claimToken: String?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, protocolError: ProtocolError? = nil) {
+    public init(_ code: Code, _ message: String, protocolError: ProtocolError? = nil, claimToken: String? = nil) {
         self.code = code
         self.message = message
         self.protocolError = protocolError
+        self.claimToken = claimToken
     }
 
     public var description: String { message }

@@ -156,28 +156,23 @@ struct ClaimCommand: Command {
             var remote = try RemoteClaim(command: self, fleet: fleet)
             try remote.run(executable: executable)
         }
-        let connection = try await AccmonConnection.connect(socketPath: common.socket, clientName: "accmon claim")
-        let claim = try await obtain(on: connection)
+        let first = try await AccmonConnection.connect(socketPath: common.socket, clientName: "accmon claim")
+        let held = try await obtain(on: first)
+        let (claim, connection) = (held.claim, held.connection)
         var run = ClaimRun(
             command: ClaimRun.Command(executable: executable, arguments: command), claim: claim,
             connection: connection, socket: common.socket, conflictExitCode: conflictExitCode)
         exit(await run.run())
     }
 
-    /// Claims, waiting in line if asked to; exits with the conflict code when what is asked for stays held.
-    private func obtain(on connection: AccmonConnection) async throws(AccmonError) -> AccmonClaim {
+    /// Claims, waiting in line if asked to; exits with the conflict code when what is asked for stays held. A wait
+    /// that a restart of accmond cut is taken up again with the waiter's token on a new connection, as a holder's
+    /// claim is (``ClaimRun``): the place in line is kept. Returns the claim and the connection it holds on.
+    private func obtain(on first: AccmonConnection) async throws(AccmonError) -> HeldClaim {
         let timedOut = Flag()
         let lastWait = Latest<ClaimInfo>()
-        let attempt = Task { [target, wait, reason, maxSeconds] () async throws(AccmonError) -> AccmonClaim in
-            try await connection.claim(
-                target, wait: wait, reason: reason, maxSeconds: maxSeconds,
-                whileWaiting: { info in
-                    lastWait.set(info)
-                    let holders = (info.blockers ?? []).map(describe).joined(separator: "; ")
-                    writeError(
-                        "accmon: claim: \(info.claimID) waits in line (place \(info.position ?? 1))"
-                            + (holders.isEmpty ? ": nothing matching is free or plugged in yet\n" : ": held: \(holders)\n"))
-                })
+        let attempt = Task { [self] () async throws(AccmonError) -> HeldClaim in
+            try await claimInLine(on: first, lastWait: lastWait)
         }
         let timer = timeout.map { seconds in
             Task {
@@ -188,7 +183,7 @@ struct ClaimCommand: Command {
         }
         defer { timer?.cancel() }
         switch await attempt.result {
-        case .success(let claim): return claim
+        case .success(let held): return held
         case .failure(let error as AccmonError):
             if timedOut.isRaised {
                 let holders = (lastWait.value?.blockers ?? []).map(describe).joined(separator: "; ")
@@ -200,6 +195,43 @@ struct ClaimCommand: Command {
             try failed(error)
         case .failure(let error):
             throw AccmonError(.connectionClosed, "accmon: claim: \(error)")
+        }
+    }
+
+    /// The claim, granted at once or after waiting in line; a wait cut by a restart of accmond goes on with the
+    /// waiter's token on a new connection.
+    private func claimInLine(on first: AccmonConnection, lastWait: Latest<ClaimInfo>) async throws(AccmonError)
+        -> HeldClaim
+    {
+        let resumed = Flag()
+        var connection = first
+        var target = target
+        while true {
+            do {
+                let claim = try await connection.claim(
+                    target, wait: wait, reason: reason, maxSeconds: maxSeconds,
+                    whileWaiting: { info in
+                        lastWait.set(info)
+                        if resumed.isRaised {
+                            writeError(
+                                "accmon: claim: \(info.claimID)'s place in line taken up again (place \(info.position ?? 1))\n")
+                            return
+                        }
+                        let holders = (info.blockers ?? []).map(describe).joined(separator: "; ")
+                        writeError(
+                            "accmon: claim: \(info.claimID) waits in line (place \(info.position ?? 1))"
+                                + (holders.isEmpty ? ": nothing matching is free or plugged in yet\n" : ": held: \(holders)\n"))
+                    })
+                return HeldClaim(claim: claim, connection: connection)
+            } catch let error {
+                guard let token = error.claimToken, !Task.isCancelled else { throw error }
+                connection.close()
+                writeError("accmon: claim: accmond closed the connection; taking the place in line up again\n")
+                guard let again = await ClaimRun.reconnect(socket: common.socket) else { throw error }
+                connection = again
+                target = .resume(token: token)
+                resumed.raise()
+            }
         }
     }
 
@@ -219,6 +251,12 @@ struct ClaimCommand: Command {
             exit(.failure)
         }
     }
+}
+
+/// A claim granted, and the connection it holds on (another than the first after a restart of accmond).
+struct HeldClaim: Sendable {
+    var claim: AccmonClaim
+    var connection: AccmonConnection
 }
 
 /// A claim for people: `c-3 by alice (uid 1000, pid 42, accmon) since 10:04:05: "flashing"`.

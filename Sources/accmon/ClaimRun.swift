@@ -159,26 +159,33 @@ struct ClaimRun {
     /// window has surely passed.
     private func takeUp() async -> (claim: AccmonClaim, connection: AccmonConnection)? {
         writeError("accmon: claim: accmond closed the connection; taking the claim up again\n")
-        let deadline = ContinuousClock.now + .seconds(Self.reconnectSeconds)
+        guard let connection = await Self.reconnect(socket: socket) else { return nil }
+        do {
+            let claim = try await connection.claim(.resume(token: claim.token))
+            writeError("accmon: claim: \(claim.claimID) taken up again\n")
+            return (claim, connection)
+        } catch {
+            writeError("accmon: claim: cannot take \(claim.claimID) up again: \(error.message)\n")
+            connection.close()
+            return nil
+        }
+    }
+
+    /// Connects to accmond again after it closed the connection, until its reclaim window has surely passed
+    /// (``reconnectSeconds``) or the task is cancelled; `nil` then, said on standard error.
+    static func reconnect(socket: String?) async -> AccmonConnection? {
+        let deadline = ContinuousClock.now + .seconds(reconnectSeconds)
         var delay = 0.1
         while ContinuousClock.now < deadline {
             do {
-                let connection = try await AccmonConnection.connect(socketPath: socket, clientName: "accmon claim")
-                do {
-                    let claim = try await connection.claim(.resume(token: claim.token))
-                    writeError("accmon: claim: \(claim.claimID) taken up again\n")
-                    return (claim, connection)
-                } catch {
-                    writeError("accmon: claim: cannot take \(claim.claimID) up again: \(error.message)\n")
-                    connection.close()
-                    return nil
-                }
+                return try await AccmonConnection.connect(socketPath: socket, clientName: "accmon claim")
             } catch {
-                try? await Task.sleep(for: .seconds(delay))  // try?: not cancelled here
+                // try?: a cancelled sleep ends the attempts (an `accmon claim --timeout` that ran out)
+                guard (try? await Task.sleep(for: .seconds(delay))) != nil else { return nil }
                 delay = min(delay * 2, 2)
             }
         }
-        writeError("accmon: claim: accmond did not come back within \(Int(Self.reconnectSeconds)) s\n")
+        writeError("accmon: claim: accmond did not come back within \(Int(reconnectSeconds)) s\n")
         return nil
     }
 

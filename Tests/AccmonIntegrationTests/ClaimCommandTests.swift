@@ -158,4 +158,67 @@ import Testing
         #expect(await holder.waitForExit() == .exited(0), "\(holder.stderr)")
         #expect(await eventually { (try? await daemon.accmon(["claims"]).stdout) == "no claims\n" })
     }
+
+    /// A waiter keeps its place across a restart of accmond: `accmon claim --wait` takes it up with its token, as the
+    /// holder takes up its claim, and its command runs once the holder ends.
+    @Test func aWaiterKeepsItsPlaceAcrossARestartOfAccmond() async throws {
+        let daemon = try await ClaimDaemon()
+        let board = try await daemon.plug("WAITER1")
+        let flag = daemon.directory.file("go")
+        let running = daemon.directory.file("running")
+        let marker = try ClaimEnforcementTests.sharedDirectory(in: daemon) + "/waiter-ran"
+        let holder = try daemon.startAccmon(
+            [
+                "claim", "--connection", String(board.rawValue), "--", "sh", "-c",
+                "touch \(running); while [ ! -e \(flag) ]; do sleep 0.1; done",
+            ], name: "holder")
+        #expect(await eventually { FileManager.default.fileExists(atPath: running) }, "\(holder.stderr)")
+        let waiter = try daemon.startAccmon(
+            [
+                "claim", "--connection", String(board.rawValue), "--wait", "--timeout", "120", "--", "sh", "-c",
+                "echo \"$ACCMON_CLAIM_ID\" > \(marker)",
+            ], as: asNobody, name: "waiter")
+        #expect(await eventually { waiter.stderr.contains("c-2 waits in line") }, "\(waiter.stderr)")
+        try await daemon.restart(signal: SIGKILL)
+        #expect(await eventually(timeout: .seconds(15)) { holder.stderr.contains("c-1 taken up again") }, "\(holder.stderr)")
+        #expect(
+            await eventually(timeout: .seconds(15)) { waiter.stderr.contains("c-2's place in line taken up again") },
+            "\(waiter.stderr)")
+        FileManager.default.createFile(atPath: flag, contents: nil)
+        #expect(await holder.waitForExit() == .exited(0), "\(holder.stderr)")
+        #expect(await waiter.waitForExit(timeout: .seconds(20)) == .exited(0), "\(waiter.stderr)\n\(daemon.log)")
+        #expect((try? String(contentsOfFile: marker, encoding: .utf8)) == "c-2\n")
+    }
+
+    /// A waiter gone while accmond was down is granted nothing meanwhile, and its place is dropped when the reclaim
+    /// window ends.
+    @Test func aWaiterGoneAcrossARestartGetsNothingAndLosesItsPlace() async throws {
+        let daemon = try await ClaimDaemon(arguments: ["--claim-reclaim", "3"])
+        let board = try await daemon.plug("WAITER2")
+        let flag = daemon.directory.file("go")
+        let running = daemon.directory.file("running")
+        let holder = try daemon.startAccmon(
+            [
+                "claim", "--connection", String(board.rawValue), "--", "sh", "-c",
+                "touch \(running); while [ ! -e \(flag) ]; do sleep 0.1; done",
+            ], name: "holder")
+        #expect(await eventually { FileManager.default.fileExists(atPath: running) }, "\(holder.stderr)")
+        let waiter = try daemon.startAccmon(
+            ["claim", "--connection", String(board.rawValue), "--wait", "--", "true"], as: asNobody, name: "waiter")
+        #expect(await eventually { waiter.stderr.contains("c-2 waits in line") }, "\(waiter.stderr)")
+        // The waiter's place is in the state file once the list says so.
+        #expect(await eventually { (try? await daemon.accmon(["claims", "--json"]).stdout.contains("c-2")) == true })
+        try await Task.sleep(for: .milliseconds(300))
+        await daemon.stop(signal: SIGKILL)
+        waiter.send(SIGKILL)
+        _ = await waiter.waitForExit()
+        try await daemon.start()
+        #expect(await eventually(timeout: .seconds(15)) { holder.stderr.contains("c-1 taken up again") }, "\(holder.stderr)")
+        FileManager.default.createFile(atPath: flag, contents: nil)
+        #expect(await holder.waitForExit() == .exited(0), "\(holder.stderr)")
+        let meanwhile = try await daemon.accmon(["claims", "--json"])
+        #expect(!meanwhile.stdout.contains("\"holder\""), "nothing granted to the waiter that is gone: \(meanwhile)")
+        #expect(await eventually(timeout: .seconds(10)) { (try? await daemon.accmon(["claims"]).stdout) == "no claims\n" })
+        #expect(daemon.log.contains("waiting claim cancelled: its claimer did not come back"), "\(daemon.log)")
+    }
 }

@@ -21,13 +21,14 @@ directory DEV is made again (a new inode, root:dialout 0660), as the kernel and 
 
 Then starts `systemd-socket-activate -l SOCKET HELPER ARGS...` in the test bed (it inherits the preload and
 UMOCKDEV_DIR), prints one JSON line {"ready": true, "devices": {name: syspath}, "root": the test bed's directory} once SOCKET
-exists, and on SIGTERM
+listens, and on SIGTERM
 stops it and exits with its status.
 """
 import ctypes
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -154,11 +155,17 @@ def main():
         sys.exit(child.returncode if child.returncode >= 0 else 128 - child.returncode)
 
     signal.signal(signal.SIGTERM, stop)
+    # Listening, not only bound (the file exists from bind(2) on; a connect before listen(2) is refused).
     deadline = time.monotonic() + 10
-    while not os.path.exists(socket_path):
-        if child.poll() is not None or time.monotonic() > deadline:
-            sys.exit(f"node_helper.py: {socket_path} did not appear (helper status {child.poll()})")
-        time.sleep(0.01)
+    while True:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.connect(socket_path)
+            break
+        except OSError:
+            if child.poll() is not None or time.monotonic() > deadline:
+                sys.exit(f"node_helper.py: {socket_path} does not listen (helper status {child.poll()})")
+            time.sleep(0.01)
     print(json.dumps({"ready": True, "devices": syspaths, "root": testbed.get_root_dir()}), flush=True)
     for _ in sys.stdin:
         pass

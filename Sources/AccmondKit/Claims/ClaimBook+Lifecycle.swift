@@ -224,6 +224,7 @@ extension ClaimBook {
         for waiter in waiters {
             if let until = waiter.claimant.awayUntil, now >= until {
                 removeWaiter(waiter.number)
+                effects.append(.cancelled(waiter, why: "its claimer did not come back with its token in time"))
             } else if case .items(let items) = waiter.want, let item = items.first(where: { ($0.awayUntil ?? .max) <= now }) {
                 removeWaiter(waiter.number)
                 effects.append(

@@ -282,7 +282,11 @@ struct ClaimBook: Sendable {
         var index = 0
         while index < waiters.count {
             let waiter = waiters[index]
-            guard let items = takeable(waiter, world) else {
+            // A waiter that is away (accmond restarted, or its preserved session's grace) keeps its place but is
+            // granted nothing until it is back with its token: a waiter that is gone for good must not end up holding
+            // what it never takes up.
+            guard waiter.claimant.session != nil || waiter.claimant.awayUntil == nil, let items = takeable(waiter, world)
+            else {
                 index += 1
                 continue
             }

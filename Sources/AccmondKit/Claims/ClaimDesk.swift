@@ -187,6 +187,8 @@ final class ClaimDesk {
             guard let waiter = book.waiters.first(where: { $0.number == number }) else { return }
             persistence.markDirty()
             state.reply(to: session, .claim(id: id, info(of: waiter, world)))
+            // Back in line: what freed up while it was away may be its now.
+            finish([], world: world, actor: nil)
         }
     }
 

@@ -51,8 +51,18 @@ final class ClaimDaemon: @unchecked Sendable {
 
     /// Stops accmond with `signal` and starts it again on the same state.
     func restart(signal: Int32 = SIGKILL) async throws {
+        await stop(signal: signal)
+        try await start()
+    }
+
+    /// Stops accmond with `signal`.
+    func stop(signal: Int32 = SIGKILL) async {
         process.send(signal)
         _ = await process.waitForExit()
+    }
+
+    /// Starts accmond again on the same state, after ``stop(signal:)``.
+    func start() async throws {
         starts += 1
         process = try ChildProcess(try Binaries.accmond, flags, name: "accmond-\(starts)", directory: directory)
         try await waitUntilServing()

@@ -1,13 +1,19 @@
 # The node helper under the container's systemd: accmon-nodes.socket started by the package, the helper
-# socket-activated by accmond's user and serving it alone, a claim enforced on a node made with mknod as udev makes
+# socket-activated by accmond's user and serving it alone, the opener scanner socket-activated by the helper, neither
+# able to write through /proc of a root process, a claim enforced on a node made with mknod as udev makes
 # serial ports (root:dialout 0660), the node restored exactly, a restart that keeps what is held, and the helper's
 # exposure. udevd does not run in the container: the udev database record of a device 70-accmon.rules marked is
 # planted as udevd writes it, for the device number of /dev/null (1:3), which /sys/dev/char knows.
 
 check_exposure accmon-nodes.service
+check_exposure accmon-nodes-scan.service
 expect "postinst enabled and started accmon-nodes.socket" \
   "$(systemctl is-enabled accmon-nodes.socket) $(systemctl is-active accmon-nodes.socket)" "enabled active"
+expect "postinst enabled and started accmon-nodes-scan.socket" \
+  "$(systemctl is-enabled accmon-nodes-scan.socket) $(systemctl is-active accmon-nodes-scan.socket)" "enabled active"
 expect "/run/accmon-nodes.sock is accmond's, mode 0600" "$(stat -c '%F %U %a' /run/accmon-nodes.sock)" "socket accmond 600"
+expect "/run/accmon-nodes-scan.sock is root's, mode 0600" "$(stat -c '%F %U %a' /run/accmon-nodes-scan.sock)" \
+  "socket root 600"
 
 node=/dev/ttyACCMONTEST
 rm -f "$node" && mknod "$node" c 1 3 && chown root:dialout "$node" && chmod 0660 "$node"
@@ -30,8 +36,9 @@ expect "... which started accmon-nodes.service (socket activation)" "$(systemctl
 check "... and the journal says so (MESSAGE_ID of nodeChange)" \
   journal_has "$start" "hold: $node: applied" -u accmon-nodes MESSAGE_ID=8b9bd0be8bb04e6eafcca9fe1a13b197
 helper_pid=$(prop accmon-nodes.service MainPID)
-expect "the helper runs as root with CAP_CHOWN, CAP_FOWNER, CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE alone" \
-  "$(stat -c %U "/proc/$helper_pid") $(sed -n 's/^CapEff:\t//p' "/proc/$helper_pid/status")" "root 000000000008000d"
+expect "the helper runs as root with CAP_CHOWN and CAP_FOWNER alone" \
+  "$(stat -c %U "/proc/$helper_pid") $(sed -n 's/^CapEff:\t//p' "/proc/$helper_pid/status")" "root 0000000000000009"
+expect "the helper pings its watchdog" "$(prop accmon-nodes.service WatchdogUSec)" 30s
 # Where openat2 is refused (ENOSYS), the helper resolves nodes one component at a time and says so: systemd-nspawn
 # 252's filter refuses it to everything in this container (the helper's own SystemCallFilter= allows it).
 mkdir -p /run/accmon-test/openat2-probe
@@ -51,6 +58,35 @@ opener=$!
 openers() { request accmond "{\"v\":1,\"id\":2,\"op\":\"openers\",\"path\":\"$node\"}" | grep -q "\"pid\":$opener,\"uid\":$holder_uid"; }
 check "the helper names the process that has the node open (pid $opener, uid $holder_uid, sleep)" wait_for 5 openers
 stop_background "$opener"
+expect "... asking the scanner, socket-activated" "$(systemctl is-active accmon-nodes-scan.service)" active
+scanner_pid=$(prop accmon-nodes-scan.service MainPID)
+expect "the scanner runs as a dynamic user (not root) with CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE alone" \
+  "$([ "$(stat -c %u "/proc/$scanner_pid")" != 0 ] && echo not-root) $(sed -n 's/^CapEff:\t//p' "/proc/$scanner_pid/status")" \
+  "not-root 0000000000080004"
+
+# What a compromised helper or scanner could do, tried in each unit's own sandbox (a drop-in that runs a probe
+# instead of the program): writing through /proc/1/root (PID 1 is root's) and opening /proc/1/mem for writing.
+mkdir -p /run/accmon-test
+cat >/run/accmon-test/probe.sh <<'PROBE'
+for target in /proc/1/root/run/accmon-escape /proc/1/mem; do
+  if (exec 3>>"$target") 2>/dev/null; then echo "$target: written"; else echo "$target: refused"; fi
+done
+PROBE
+chmod 0755 /run/accmon-test /run/accmon-test/probe.sh
+for unit in accmon-nodes.service accmon-nodes-scan.service; do
+  dropin "$unit" 90-probe <<<"[Service]
+Type=oneshot
+ExecStart=
+ExecStart=/bin/sh /run/accmon-test/probe.sh"
+  start=$(cursor)
+  systemctl start "$unit" >/dev/null 2>&1
+  check "$unit's sandbox cannot write through /proc/1/root" \
+    journal_has "$start" '/proc/1/root/run/accmon-escape: refused' -u "$unit"
+  check "$unit's sandbox cannot open /proc/1/mem for writing" journal_has "$start" '/proc/1/mem: refused' -u "$unit"
+  remove_dropin "$unit" 90-probe
+  systemctl stop "$unit" >/dev/null 2>&1
+done
+refute "nothing escaped to the container's /run" test -e /run/accmon-escape
 
 output=$(request root '{"v":1,"id":3,"op":"held"}')
 check "root is refused by the helper (it serves accmond alone): '$output'" grep -q '"code":"not-permitted"' <<<"$output"
