@@ -95,6 +95,39 @@ import Testing
         #expect(order == ["w1", "w2", "w3"])
     }
 
+    /// The library's side of a waiter across a restart of accmond: the waiting call ends with the place's token,
+    /// which takes it up on a new connection, in its place, as a holder's token takes its claim up.
+    @Test func aWaitingClaimCutByARestartIsTakenUpWithItsToken() async throws {
+        let daemon = try await ClaimDaemon()
+        let board = try await daemon.plug("A4")
+        let holder = try await daemon.connect("holder")
+        let held = try await holder.claim(.connections([board]))
+        let waiter = try await daemon.connect("waiter")
+        let waiting = Task { try await waiter.claim(.connections([board]), wait: true) }
+        #expect(await eventually { (try? await holder.claims().waiters.count) == 1 })
+        try await Task.sleep(for: .milliseconds(300))  // the place is in the state file (100 ms after a change)
+        try await daemon.restart(signal: SIGKILL)
+        var token: String?
+        do {
+            _ = try await waiting.value
+            Issue.record("the wait did not end with the connection")
+        } catch let error as AccmonError {
+            #expect(error.code == .connectionClosed, "\(error)")
+            token = error.claimToken
+        }
+        let tokenOfPlace = try #require(token, "no token to take the place up with")
+        let again = try await daemon.connect("holder again")
+        let takenUp = try await again.claim(.resume(token: held.token))
+        let returned = try await daemon.connect("waiter again")
+        let resumed = Task { try await returned.claim(.resume(token: tokenOfPlace), wait: true) }
+        #expect(await eventually { (try? await again.claims().waiters.map(\.party.client)) == ["waiter again"] })
+        try await takenUp.release()
+        let granted = try await resumed.value
+        #expect(granted.claimID == "c-2" && granted.accessories.map(\.connectionID) == [board])
+        try await granted.release()
+        for connection in [holder, waiter, again, returned] { connection.close() }
+    }
+
     @Test func twoClaimersAskingForTwoAccessoriesInOppositeOrdersNeverDeadlock() async throws {
         let daemon = try await ClaimDaemon()
         let a = try await daemon.plug("PA")
