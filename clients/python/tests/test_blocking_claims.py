@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 
@@ -111,6 +111,59 @@ def test_a_claim_kept_across_a_restart_is_taken_up_by_its_token(accmond: Simulat
         with pytest.raises(accmon.ProtocolError) as caught:
             client.claim(token=blocking.token)  # released: the token names nothing any more
         assert caught.value.code == "no-such-claim"
+
+
+@pytest.mark.parametrize("how", RESTARTS)
+def test_a_place_in_line_cut_by_a_restart_is_taken_up_by_its_token(accmond: SimulatedDaemon, how: str) -> None:
+    adapter = plug_adapter(accmond)
+
+    async def scenario() -> None:
+        holder = await accmon.connect()
+        held = await holder.claim(adapter, reason="first")
+        waiter = await accmon.connect()
+        waiting = asyncio.ensure_future(waiter.claim(adapter, wait=True))
+        while not (await holder.claims()).waiters:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # the place reaches the state file within 100 ms
+        await asyncio.get_running_loop().run_in_executor(None, stop_and_start, accmond, how)
+        with pytest.raises(accmon.ConnectionClosed) as caught:
+            await waiting
+        token = caught.value.claim_token
+        assert token is not None
+        async with accmon.connect() as again, again.claim(token=held.token) as taken_up:
+            async with accmon.connect() as returned:
+                resumed = asyncio.ensure_future(returned.claim(token=token, wait=True))
+                while [w.claim_id for w in (await again.claims()).waiters] != ["c-2"]:
+                    await asyncio.sleep(0.01)
+                await taken_up.release()
+                granted = await asyncio.wait_for(resumed, 10)
+                assert granted.claim_id == "c-2" and [a.connection_id for a in granted.accessories] == [adapter]
+                await granted.release()
+        await holder.aclose()
+        await waiter.aclose()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert accmond.claims() == accmon.ClaimList()
+    with accmon.Client() as client, client.claim(adapter):
+        with accmon.Client() as other:
+            results: List[Any] = []
+            blocking = threading.Thread(target=lambda: results.append(catch(lambda: other.claim(adapter, wait=True))))
+            blocking.start()
+            while not client.claims().waiters:
+                time.sleep(0.01)
+            time.sleep(0.3)
+            stop_and_start(accmond, how)
+            blocking.join(20)
+            assert len(results) == 1 and isinstance(results[0], accmon.ConnectionClosed), results
+            assert results[0].claim_token is not None
+
+
+def catch(call: Callable[[], Any]) -> Any:
+    """What `call` returns, or the exception it raises."""
+    try:
+        return call()
+    except Exception as error:  # noqa: BLE001 - the test looks at it
+        return error
 
 
 def test_a_blocking_subscription_with_claims(accmond: SimulatedDaemon) -> None:

@@ -293,6 +293,10 @@ class BlockingClaim(ClaimView):
             raise ClaimCancelled(f"accmon: claim: {claim_id}: cancelled: {ended.reason or 'it can never be served'}",
                                  ended.reason or "")  # fmt: skip
         if self._connection_error is not None:
+            if self._state.waiting:
+                raise ConnectionClosed(f"accmon: claim: {claim_id}: the connection ended while waiting (take the "
+                                       "place up again with its token: client.claim(token=..., wait=True))",
+                                       claim_token=self._state.info.token) from self._connection_error  # fmt: skip
             raise self._connection_error
 
     def release(self) -> None:

@@ -109,7 +109,14 @@ async def make_claim(
     link: Link, request: Dict[str, Any], timeout: Optional[float], on_waiting: Optional[Callable[[ClaimInfo], None]]
 ) -> Claim:
     """Sends `request` and returns the claim once it holds, waiting in line when it asked to."""
-    reply = expect_reply(await link.request(request), "claim", "claim")
+    # Cancelled before the reply came, the claim may be in line already: it is given up when its reply names it.
+    sent = asyncio.ensure_future(link.request(request))
+    try:
+        message = await asyncio.shield(sent)
+    except asyncio.CancelledError:
+        sent.add_done_callback(lambda done: _give_up(link, done))
+        raise
+    reply = expect_reply(message, "claim", "claim")
     claim_id = reply["claim"]["claimID"]
     channel = link.claims[claim_id]
     claim = Claim(link, channel)
@@ -136,8 +143,24 @@ async def make_claim(
         raise ClaimCancelled(f"accmon: claim: {claim_id}: cancelled: {ended.reason or 'it can never be served'}",
                              ended.reason or "")  # fmt: skip
     if link.ended is not None:
+        if channel.state.waiting:
+            raise ConnectionClosed(f"accmon: claim: {claim_id}: the connection ended while waiting (take the place "
+                                   "up again with its token: conn.claim(token=..., wait=True))",
+                                   claim_token=channel.state.info.token) from link.ended  # fmt: skip
         raise link.ended
     return claim
+
+
+def _give_up(link: Link, done: "asyncio.Future[Dict[str, Any]]") -> None:
+    """Releases the claim a cancelled request's late reply names (a place in line, or a grant)."""
+    if done.cancelled() or done.exception() is not None:
+        return
+    reply = done.result()
+    claim_id = reply.get("claim", {}).get("claimID") if reply.get("type") == "claim" else None
+    if isinstance(claim_id, str):
+        if link.ended is None:
+            link.send(dict(release_request(claim_id), id=0))  # the reply (id 0) is not waited for
+        link.forget_claim(claim_id)
 
 
 class Claiming:

@@ -124,12 +124,18 @@ class ProtocolError(AccmonError):
 
 
 class ConnectionClosed(AccmonError, ConnectionError):
-    """The connection to accmond ended: the daemon went away, or the connection was closed."""
+    """The connection to accmond ended: the daemon went away, or the connection was closed.
+
+    :ivar claim_token: when a claim was waiting in line (a restart of accmond cut the wait): the token that takes its
+        place up again on a new connection, ``conn.claim(token=..., wait=True)``, as a holder takes up its claim;
+        accmond keeps the place for its reclaim window (30 s by default). ``None`` otherwise.
+    """
 
     code = "connection-closed"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, claim_token: Optional[str] = None) -> None:
         super().__init__(message)
+        self.claim_token = claim_token
 
 
 class DaemonStopped(ConnectionClosed):
