@@ -45,6 +45,7 @@ all_targets=(
     "protocol-decoder|Fuzz/ProtocolDecoderFuzzer.swift|Fuzz/seeds/protocol-decoder|4096"
     "udev-monitor-message|Fuzz/UdevMonitorMessageFuzzer.swift|Fuzz/seeds/udev-monitor-message|8192"
     "manifest-parser|Fuzz/ManifestParserFuzzer.swift|Fuzz/seeds/manifest-parser Tests/AccmonManifestTests/Corpus|4096"
+    "node-request|Fuzz/NodeRequestFuzzer.swift|Fuzz/seeds/node-request|4096"
 )
 targets=()
 if (($#)); then
