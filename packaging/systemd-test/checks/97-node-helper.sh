@@ -78,6 +78,7 @@ for unit in accmon-nodes.service accmon-nodes-scan.service; do
 Type=oneshot
 ExecStart=
 ExecStart=/bin/sh /run/accmon-test/probe.sh"
+  systemctl stop "$unit" >/dev/null 2>&1  # it runs already (socket-activated): start would do nothing
   start=$(cursor)
   systemctl start "$unit" >/dev/null 2>&1
   check "$unit's sandbox cannot write through /proc/1/root" \
@@ -87,6 +88,21 @@ ExecStart=/bin/sh /run/accmon-test/probe.sh"
   systemctl stop "$unit" >/dev/null 2>&1
 done
 refute "nothing escaped to the container's /run" test -e /run/accmon-escape
+# The same probe with the helper's former capabilities (CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH besides): it escapes,
+# so the probe can tell.
+dropin accmon-nodes.service 90-probe <<<"[Service]
+Type=oneshot
+ExecStart=
+ExecStart=/bin/sh /run/accmon-test/probe.sh
+CapabilityBoundingSet=CAP_CHOWN CAP_FOWNER CAP_DAC_READ_SEARCH CAP_SYS_PTRACE"
+systemctl stop accmon-nodes.service >/dev/null 2>&1
+start=$(cursor)
+systemctl start accmon-nodes.service >/dev/null 2>&1
+check "with CAP_SYS_PTRACE (its former set), the helper's sandbox writes through /proc/1/root" \
+  journal_has "$start" '/proc/1/root/run/accmon-escape: written' -u accmon-nodes.service
+remove_dropin accmon-nodes.service 90-probe
+systemctl stop accmon-nodes.service >/dev/null 2>&1
+rm -f /run/accmon-escape
 
 output=$(request root '{"v":1,"id":3,"op":"held"}')
 check "root is refused by the helper (it serves accmond alone): '$output'" grep -q '"code":"not-permitted"' <<<"$output"
