@@ -14,8 +14,9 @@ public protocol LineService: AnyObject {
     func start()
     /// Called when ``watchedDescriptor`` is readable.
     func watchedDescriptorIsReadable()
-    /// The reply line (newline included) to a request line (without its newline) of `peer`.
-    func answer(_ line: [UInt8], from peer: PeerCredentials) -> [UInt8]
+    /// The reply line (newline included) to a request line (without its newline) of `peer`, and a descriptor to
+    /// pass with it, which the server closes once sent.
+    func answer(_ line: [UInt8], from peer: PeerCredentials) -> (line: [UInt8], descriptor: FileDescriptor?)
     /// A reply line, without an id, that refuses what is not a request: a client not allowed, a line too long.
     func refusal(_ error: NodeError) -> [UInt8]
     /// Called after every turn of the loop.
@@ -159,7 +160,12 @@ public final class LineServer {
             clients[index].buffer.removeSubrange(...newline)
             let reply = service.answer(line, from: clients[index].peer)
             do throws(Errno) {
-                try clients[index].descriptor.sendAll(reply)
+                defer { reply.descriptor?.close() }
+                if let passed = reply.descriptor {
+                    try clients[index].descriptor.sendAll(reply.line, passing: passed)
+                } else {
+                    try clients[index].descriptor.sendAll(reply.line)
+                }
             } catch {
                 return close(index, "write: \(error)")
             }

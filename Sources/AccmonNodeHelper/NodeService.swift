@@ -27,15 +27,15 @@ public final class NodeService: LineService {
         for warning in keeper.takeWarnings() { logger.warning(.state, warning) }
     }
 
-    public func answer(_ line: [UInt8], from peer: PeerCredentials) -> [UInt8] {
+    public func answer(_ line: [UInt8], from peer: PeerCredentials) -> (line: [UInt8], descriptor: FileDescriptor?) {
         let request: NodeRequest
         switch NodeRequest.decode(line) {
         case .refused(let reply):
             logger.warning(.nodeRefusal, "a request of pid \(peer.pid): \(reply.error.map { "\($0)" } ?? "?")")
-            return reply.line
+            return (reply.line, nil)
         case .request(let decoded): request = decoded
         }
-        let reply = request.perform(on: keeper)
+        let (reply, descriptor) = request.performPassing(on: keeper)
         let metadata = ["node.path": request.path ?? request.port ?? "", "client.pid": "\(peer.pid)"]
         if let error = reply.error {
             let refused = error.code == .refused || error.code == .notMarked
@@ -43,7 +43,7 @@ public final class NodeService: LineService {
         } else if request.op != .held && request.op != .openers {
             logger.info(.nodeChange, summary(of: request, reply), metadata)
         }
-        return reply.line
+        return (reply.line, descriptor)
     }
 
     private func summary(of request: NodeRequest, _ reply: NodeReply) -> String {
@@ -63,6 +63,7 @@ public final class NodeService: LineService {
             let cut = reply.cut
             return "cut: \(request.path ?? ""): \(cut?.method.rawValue ?? "?")"
                 + ((cut?.hubPort ?? cut?.usbDevice).map { " (\($0))" } ?? "") + (cut?.reason.map { ": \($0)" } ?? "")
+        case .openForIO: return "open: \(request.path ?? ""): \(reply.open?.readOnly == true ? "read only" : "read and write")"
         case .releaseAll: return "release-all: \(reply.results?.count ?? 0) nodes"
         case .markPort: return "mark-port: \(request.port ?? "")"
         case .unmarkPort: return "unmark-port: \(request.port ?? ""): udev change for \(reply.triggered ?? [])"
@@ -104,11 +105,11 @@ public final class OpenerScanService: LineService {
     public func endOfTurn() {}
     public func refusal(_ error: NodeError) -> [UInt8] { OpenerScanReply.failure(id: nil, error).line }
 
-    public func answer(_ line: [UInt8], from peer: PeerCredentials) -> [UInt8] {
+    public func answer(_ line: [UInt8], from peer: PeerCredentials) -> (line: [UInt8], descriptor: FileDescriptor?) {
         switch OpenerScanRequest.decode(line) {
         case .refused(let reply):
             logger.warning(.nodeRefusal, "a request of pid \(peer.pid): \(reply.error.map { "\($0)" } ?? "?")")
-            return reply.line
+            return (reply.line, nil)
         case .request(let request):
             // The helper has each node open (O_PATH) while it asks: that is not an opener.
             let result = ProcessScan.openers(
@@ -116,7 +117,7 @@ public final class OpenerScanService: LineService {
             if !result.complete {
                 logger.warning(.nodeChange, "scan of \(request.files.count) files stopped at its limit of \(timeLimit)")
             }
-            return OpenerScanReply(id: request.id, scan: result).line
+            return (OpenerScanReply(id: request.id, scan: result).line, nil)
         }
     }
 }

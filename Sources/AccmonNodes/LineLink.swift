@@ -27,6 +27,8 @@ final class LineLink {
     let maximumReplyBytes: Int
     private var connection: FileDescriptor?
     private var buffer: [UInt8] = []
+    /// The descriptor the last reply carried, until taken.
+    private var passed: FileDescriptor?
     /// The connections made so far.
     private(set) var connections = 0
 
@@ -43,12 +45,22 @@ final class LineLink {
         connection?.close()
         connection = nil
         buffer = []
+        passed?.close()
+        passed = nil
+    }
+
+    /// The descriptor the last reply carried (`SCM_RIGHTS`), if any; the caller owns it now.
+    func takeDescriptor() -> FileDescriptor? {
+        defer { passed = nil }
+        return passed
     }
 
     /// Sends `line` (newline included) and returns the reply to request `id`.
     func call<Reply: LineReply>(_ line: [UInt8], id: UInt64, version: Int, as type: Reply.Type) throws(NodeError)
         -> Reply
     {
+        passed?.close()  // a reply's descriptor no one took
+        passed = nil
         do throws(NodeError) {
             let reused = connection != nil
             var fd = try connected()
@@ -128,9 +140,15 @@ final class LineLink {
                     continue
                 }
                 var failure: Errno?
+                var descriptor = passed
                 chunk.withUnsafeMutableBytes { raw in
-                    do throws(Errno) { count = try fd.receive(into: raw) } catch { failure = error }
+                    do throws(Errno) {
+                        count = try fd.receive(into: raw, descriptor: &descriptor)
+                    } catch {
+                        failure = error
+                    }
                 }
+                passed = descriptor
                 if let failure { throw failure }
             } catch {
                 throw unavailable("read: \(error)")

@@ -1,3 +1,5 @@
+public import AccmonSys
+
 /// What holds device nodes for accmond's claims: ``NodeKeeper`` in-process (simulated accessories, whose nodes are
 /// the test's files), or ``NodeHelperLink`` to the privileged helper `accmon-nodes` (real devices). Both are blocking
 /// and belong to one thread: call them from a thread of their own, never from the broker's loop.
@@ -25,6 +27,11 @@ public protocol NodeControl: AnyObject {
     func unmarkPort(_ port: String) throws(NodeError) -> [String]
     /// The held nodes and the marked ports.
     func held() throws(NodeError) -> HeldState
+    /// Opens the held node at `path` for I/O and returns the descriptor (the caller closes it): `O_RDWR`, or
+    /// `O_RDONLY` with `readOnly`, with `O_NOCTTY | O_NONBLOCK | O_CLOEXEC` (a tty without `CLOCAL` would block an
+    /// open that waits for carrier, and must not become the opener's controlling terminal). Only a held node is
+    /// opened: what a claim hands its holder.
+    func openForIO(_ path: String, readOnly: Bool) throws(NodeError) -> FileDescriptor
 }
 
 extension NodeControl {

@@ -1,3 +1,5 @@
+public import AccmonSys
+
 /// accmond's side of the helper `accmon-nodes`: a blocking client of its socket (``NodeHelperProtocol``), one
 /// request at a time.
 ///
@@ -60,6 +62,14 @@ public final class NodeHelperLink: NodeControl {
         try value(\.held, call(.held), "held")
     }
 
+    public func openForIO(_ path: String, readOnly: Bool) throws(NodeError) -> FileDescriptor {
+        _ = try value(\.open, call(.openForIO, path: path, readOnly: readOnly), path)
+        guard let descriptor = link.takeDescriptor() else {
+            throw link.unavailable("open: the reply came without the node's descriptor")
+        }
+        return descriptor
+    }
+
     private func value<Value>(
         _ part: KeyPath<NodeReply, Value?>, _ reply: NodeReply, _ object: String
     ) throws(NodeError)
@@ -73,9 +83,10 @@ public final class NodeHelperLink: NodeControl {
 
     /// Sends one request and waits for its reply; a reply with `ok: false` is thrown as its error.
     private func call(
-        _ op: NodeRequest.Operation, path: String? = nil, holder: NodeHolder? = nil, port: String? = nil
+        _ op: NodeRequest.Operation, path: String? = nil, holder: NodeHolder? = nil, port: String? = nil,
+        readOnly: Bool? = nil
     ) throws(NodeError) -> NodeReply {
-        let request = NodeRequest(id: nextID, op: op, path: path, holder: holder, port: port)
+        let request = NodeRequest(id: nextID, op: op, path: path, holder: holder, port: port, readOnly: readOnly)
         nextID += 1
         let reply = try link.call(request.line, id: request.id, version: NodeHelperProtocol.version, as: NodeReply.self)
         if !reply.ok { throw reply.error ?? link.unavailable("a failure without an error") }

@@ -1,4 +1,11 @@
+public import AccmonSys
 import FoundationEssentials
+
+/// What `open` did: the node opened, and how; its descriptor travels with the reply line (`SCM_RIGHTS`).
+public struct OpenOutcome: Sendable, Hashable, Codable {
+    public var path: String
+    public var readOnly: Bool
+}
 
 /// The protocol between accmond (``NodeHelperLink``) and the helper `accmon-nodes`: newline-delimited JSON over its
 /// Unix socket, one request per line, every request answered by one reply line with the request's `id`, in order.
@@ -9,7 +16,8 @@ import FoundationEssentials
 ///     {"v":1,"id":2,"ok":false,"error":{"code":"not-held","context":"release","object":"/dev/ttyUSB9",...}}
 ///
 /// Operations: `hold` (`path`, `holder`), `release` (`path`), `release-all`, `openers` (`path`), `cut` (`path`),
-/// `mark-port` and `unmark-port` (`port`), `held`. A reply carries `ok` and either the operation's result under its
+/// `mark-port` and `unmark-port` (`port`), `held`, `open` (`path`, `readOnly`: the held node's descriptor comes with
+/// the reply, `SCM_RIGHTS`). A reply carries `ok` and either the operation's result under its
 /// name (`hold`, `release`, `results`, `openers`, `cut`, `triggered`, `held`) or an `error` (``NodeError``). A
 /// request of another version `v`, or one the helper cannot read, is answered with a `bad-request` error (its `id`
 /// when it has one), and the connection stays open.
@@ -26,6 +34,7 @@ public enum NodeHelperProtocol {
 public struct NodeRequest: Sendable, Hashable, Codable {
     public enum Operation: String, Sendable, Hashable, Codable, CaseIterable {
         case hold, release, openers, cut, held
+        case openForIO = "open"
         case releaseAll = "release-all"
         case markPort = "mark-port"
         case unmarkPort = "unmark-port"
@@ -37,13 +46,19 @@ public struct NodeRequest: Sendable, Hashable, Codable {
     public var path: String?
     public var holder: NodeHolder?
     public var port: String?
+    /// `open`: read only (default: read and write).
+    public var readOnly: Bool?
 
-    public init(id: UInt64, op: Operation, path: String? = nil, holder: NodeHolder? = nil, port: String? = nil) {
+    public init(
+        id: UInt64, op: Operation, path: String? = nil, holder: NodeHolder? = nil, port: String? = nil,
+        readOnly: Bool? = nil
+    ) {
         self.id = id
         self.op = op
         self.path = path
         self.holder = holder
         self.port = port
+        self.readOnly = readOnly
     }
 
     /// A request line read: the request, or the reply that says why it cannot be served (`bad-request`).
@@ -86,7 +101,7 @@ public struct NodeRequest: Sendable, Hashable, Codable {
         }
         switch operation {
         case .hold where request.path == nil || request.holder == nil: return refuse("hold needs path and holder")
-        case .release, .openers, .cut:
+        case .release, .openers, .cut, .openForIO:
             if request.path == nil { return refuse("\(op) needs path") }
         case .markPort, .unmarkPort:
             if request.port == nil { return refuse("\(op) needs port") }
@@ -97,9 +112,22 @@ public struct NodeRequest: Sendable, Hashable, Codable {
 
     /// Performs the request on `control` and returns its reply.
     public func perform(on control: some NodeControl) -> NodeReply {
+        let (reply, descriptor) = performPassing(on: control)
+        descriptor?.close()
+        return reply
+    }
+
+    /// Performs the request on `control` and returns its reply, and for `open` the descriptor to pass with it (the
+    /// caller sends it, then closes it).
+    public func performPassing(on control: some NodeControl) -> (reply: NodeReply, descriptor: FileDescriptor?) {
         var reply = NodeReply(id: id)
+        var descriptor: FileDescriptor?
         do throws(NodeError) {
             switch op {
+            case .openForIO:
+                let readOnly = readOnly ?? false
+                descriptor = try control.openForIO(path ?? "", readOnly: readOnly)
+                reply.open = OpenOutcome(path: path ?? "", readOnly: readOnly)
             case .hold: reply.hold = try control.hold(path ?? "", holder: holder ?? NodeHolder(uid: 0, gids: []))
             case .release: reply.release = try control.release(path ?? "")
             case .releaseAll: reply.results = try control.releaseAll()
@@ -112,9 +140,9 @@ public struct NodeRequest: Sendable, Hashable, Codable {
             case .held: reply.held = try control.held()
             }
         } catch {
-            return .failure(id: id, error)
+            return (.failure(id: id, error), nil)
         }
-        return reply
+        return (reply, descriptor)
     }
 
     /// The request as one line, newline included.
@@ -134,6 +162,7 @@ public struct NodeReply: Sendable, Hashable, Codable, LineReply {
     public var cut: CutOutcome?
     public var triggered: [String]?
     public var held: HeldState?
+    public var open: OpenOutcome?
 
     public init(id: UInt64?) { self.id = id }
 

@@ -1,3 +1,4 @@
+import CAccmonShims
 import Glibc
 
 /// A file descriptor with the system calls accmon needs. A value: closing is explicit (``close()``).
@@ -49,6 +50,35 @@ public struct FileDescriptor: RawRepresentable, Sendable, Hashable {
     }
 
     /// Sends all of `bytes` on a blocking socket, without raising `SIGPIPE` when the peer is gone.
+    /// Sends `bytes` on a Unix socket with `descriptor` attached to the first of them (`SCM_RIGHTS`: the peer gets its
+    /// own descriptor of the same open file), the rest as ``sendAll(_:)`` does.
+    public func sendAll(_ bytes: [UInt8], passing descriptor: FileDescriptor) throws(Errno) {
+        var sent = -1
+        while sent < 0 {
+            sent = bytes.withUnsafeBytes { raw in
+                CAccmonShims_sendWithDescriptor(rawValue, raw.baseAddress, raw.count, descriptor.rawValue)
+            }
+            if sent < 0 && errno != EINTR { throw Errno.current }
+        }
+        if sent < bytes.count { try sendAll(Array(bytes[sent...])) }
+    }
+
+    /// Reads what a Unix socket has into `buffer` (`recvmsg`), and the descriptor the message carried, if any (one:
+    /// any more are closed); 0 bytes at the end of the stream.
+    public func receive(into buffer: UnsafeMutableRawBufferPointer, descriptor: inout FileDescriptor?) throws(Errno)
+        -> Int
+    {
+        var passed: Int32 = -1
+        let received = try valueOrErrno {
+            CAccmonShims_receiveWithDescriptor(rawValue, buffer.baseAddress, buffer.count, &passed)
+        }
+        if passed >= 0 {
+            descriptor?.close()
+            descriptor = FileDescriptor(rawValue: passed)
+        }
+        return received
+    }
+
     public func sendAll(_ bytes: [UInt8]) throws(Errno) {
         var offset = 0
         while offset < bytes.count {

@@ -109,3 +109,44 @@ int CAccmonShims_identityWithoutSync(int directoryFD, const char *path, struct C
     identity->deviceNumber = makedev(info.stx_rdev_major, info.stx_rdev_minor);
     return 0;
 }
+
+ssize_t CAccmonShims_sendWithDescriptor(int socket, const void *bytes, size_t length, int descriptor) {
+    struct iovec vector = {.iov_base = (void *)bytes, .iov_len = length};
+    union {
+        char buffer[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr header;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr message = {.msg_iov = &vector, .msg_iovlen = 1, .msg_control = control.buffer,
+                             .msg_controllen = sizeof control.buffer};
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(header), &descriptor, sizeof(int));
+    return sendmsg(socket, &message, MSG_NOSIGNAL);
+}
+
+ssize_t CAccmonShims_receiveWithDescriptor(int socket, void *buffer, size_t size, int *descriptor) {
+    struct iovec vector = {.iov_base = buffer, .iov_len = size};
+    union {
+        char buffer[CMSG_SPACE(sizeof(int) * 4)];
+        struct cmsghdr header;
+    } control;
+    struct msghdr message = {.msg_iov = &vector, .msg_iovlen = 1, .msg_control = control.buffer,
+                             .msg_controllen = sizeof control.buffer};
+    *descriptor = -1;
+    ssize_t received = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+    if (received < 0) return received;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t index = 0; index < count; index++) {
+            int passed;
+            memcpy(&passed, CMSG_DATA(header) + index * sizeof(int), sizeof(int));
+            if (*descriptor < 0) *descriptor = passed;
+            else close(passed);
+        }
+    }
+    return received;
+}

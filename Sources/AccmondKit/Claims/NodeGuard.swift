@@ -42,6 +42,8 @@ protocol NodeOperations {
     /// Marks a USB port path as claimed (or not): a node udev creates under a marked port is root's alone until the
     /// claim applies to it.
     func markPort(_ portPath: String, claimed: Bool) -> NodeStep
+    /// Opens a held node for I/O (read and write, or read only) for its holder: the descriptor, or why not.
+    func open(_ path: String, readOnly: Bool) -> (step: NodeStep, descriptor: FileDescriptor?)
 }
 
 /// One operation on a node.
@@ -51,6 +53,7 @@ enum NodeOperation: Sendable, Hashable {
     case openers(String)
     case cut(String)
     case markPort(String, claimed: Bool)
+    case open(String, readOnly: Bool)
 }
 
 /// What an operation came to.
@@ -58,6 +61,8 @@ struct NodeResult: Sendable, Hashable {
     var operation: NodeOperation
     var step: NodeStep
     var openers: [NodeOpener] = []
+    /// For `open`: the node's descriptor, which whoever takes the result must close (or hand on).
+    var descriptor: FileDescriptor?
 }
 
 /// Runs node operations on a thread of its own, `accmond-nodes`, in the order they were submitted, and posts each
@@ -228,7 +233,7 @@ final class NodeGuard: Sendable {
     private func perform(_ operation: NodeOperation, simulated: Bool) -> NodeResult {
         let target: Target
         switch operation {
-        case .hold(let path, _), .release(let path), .openers(let path), .cut(let path):
+        case .hold(let path, _), .release(let path), .openers(let path), .cut(let path), .open(let path, _):
             target = .node(path, simulated: simulated)
         case .markPort:
             // Only real devices are re-enumerated by udev.
@@ -251,6 +256,9 @@ final class NodeGuard: Sendable {
         case .cut(let path): return NodeResult(operation: operation, step: operations.cut(path))
         case .markPort(let port, let claimed):
             return NodeResult(operation: operation, step: operations.markPort(port, claimed: claimed))
+        case .open(let path, let readOnly):
+            let (step, descriptor) = operations.open(path, readOnly: readOnly)
+            return NodeResult(operation: operation, step: step, descriptor: descriptor)
         }
     }
 }

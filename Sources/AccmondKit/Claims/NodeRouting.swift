@@ -137,6 +137,9 @@ struct HelperOperations: NodeOperations, @unchecked Sendable {
     func markPort(_ portPath: String, claimed: Bool) -> NodeStep {
         noticingReconnection { operations.markPort(portPath, claimed: claimed) }
     }
+    func open(_ path: String, readOnly: Bool) -> (step: NodeStep, descriptor: FileDescriptor?) {
+        noticingReconnection { operations.open(path, readOnly: readOnly) }
+    }
 }
 
 /// ``NodeOperations`` over the node library's ``NodeControl`` (the keeper or the helper's link).
@@ -216,6 +219,14 @@ struct ControlOperations: NodeOperations, @unchecked Sendable {
         } catch {
             ledger.marked(portPath, claimed: claimed, succeeded: false)
             return step(for: error)
+        }
+    }
+
+    func open(_ path: String, readOnly: Bool) -> (step: NodeStep, descriptor: FileDescriptor?) {
+        do {
+            return (.done, try control.openForIO(path, readOnly: readOnly))
+        } catch {
+            return (error.code == .missing && !simulated ? .gone("\(error)") : .failed("\(error)"), nil)
         }
     }
 

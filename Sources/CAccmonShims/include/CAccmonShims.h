@@ -78,6 +78,14 @@ struct CAccmonShims_FileIdentity {
 /// never triggers an automount. Returns 0, or -1 with errno set.
 int CAccmonShims_identityWithoutSync(int directoryFD, const char *path, struct CAccmonShims_FileIdentity *identity);
 
+/// sendmsg(2) of `length` bytes with the descriptor `descriptor` attached (SCM_RIGHTS), MSG_NOSIGNAL. Returns the bytes
+/// sent, or -1 with errno set.
+ssize_t CAccmonShims_sendWithDescriptor(int socket, const void *bytes, size_t length, int descriptor);
+
+/// recvmsg(2) into `buffer`, taking at most one descriptor a message carries (SCM_RIGHTS, MSG_CMSG_CLOEXEC) into
+/// `*descriptor` (-1 when none; any more are closed). Returns the bytes read, or -1 with errno set.
+ssize_t CAccmonShims_receiveWithDescriptor(int socket, void *buffer, size_t size, int *descriptor);
+
 /// mallopt(M_TOP_PAD, bytes), which Swift's Glibc leaves out (malloc.h): how much more than it needs each malloc
 /// heap grows by. Returns 1 on success, 0 on error.
 int CAccmonShims_setHeapTopPad(int bytes);
