@@ -36,7 +36,8 @@ private func checkNodeRequest(_ line: [UInt8]) {
     case .request(let request):
         switch request.op {
         case .hold where request.path == nil || request.holder == nil: violated("hold without path or holder", line)
-        case .release, .openers, .cut: if request.path == nil { violated("\(request.op) without a path", line) }
+        case .release, .openers, .cut, .openForIO:
+            if request.path == nil { violated("\(request.op) without a path", line) }
         case .markPort, .unmarkPort: if request.port == nil { violated("\(request.op) without a port", line) }
         default: break
         }
