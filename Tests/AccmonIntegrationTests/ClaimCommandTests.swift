@@ -164,15 +164,8 @@ import Testing
     @Test func aWaiterKeepsItsPlaceAcrossARestartOfAccmond() async throws {
         let daemon = try await ClaimDaemon()
         let board = try await daemon.plug("WAITER1")
-        let flag = daemon.directory.file("go")
-        let running = daemon.directory.file("running")
         let marker = try ClaimEnforcementTests.sharedDirectory(in: daemon) + "/waiter-ran"
-        let holder = try daemon.startAccmon(
-            [
-                "claim", "--connection", String(board.rawValue), "--", "sh", "-c",
-                "touch \(running); while [ ! -e \(flag) ]; do sleep 0.1; done",
-            ], name: "holder")
-        #expect(await eventually { FileManager.default.fileExists(atPath: running) }, "\(holder.stderr)")
+        let (holder, flag) = try await Self.holding(board, on: daemon)
         let waiter = try daemon.startAccmon(
             [
                 "claim", "--connection", String(board.rawValue), "--wait", "--timeout", "120", "--", "sh", "-c",
@@ -195,14 +188,7 @@ import Testing
     @Test func aWaiterGoneAcrossARestartGetsNothingAndLosesItsPlace() async throws {
         let daemon = try await ClaimDaemon(arguments: ["--claim-reclaim", "3"])
         let board = try await daemon.plug("WAITER2")
-        let flag = daemon.directory.file("go")
-        let running = daemon.directory.file("running")
-        let holder = try daemon.startAccmon(
-            [
-                "claim", "--connection", String(board.rawValue), "--", "sh", "-c",
-                "touch \(running); while [ ! -e \(flag) ]; do sleep 0.1; done",
-            ], name: "holder")
-        #expect(await eventually { FileManager.default.fileExists(atPath: running) }, "\(holder.stderr)")
+        let (holder, flag) = try await Self.holding(board, on: daemon)
         let waiter = try daemon.startAccmon(
             ["claim", "--connection", String(board.rawValue), "--wait", "--", "true"], as: asNobody, name: "waiter")
         #expect(await eventually { waiter.stderr.contains("c-2 waits in line") }, "\(waiter.stderr)")
@@ -220,5 +206,18 @@ import Testing
         #expect(!meanwhile.stdout.contains("\"holder\""), "nothing granted to the waiter that is gone: \(meanwhile)")
         #expect(await eventually(timeout: .seconds(10)) { (try? await daemon.accmon(["claims"]).stdout) == "no claims\n" })
         #expect(daemon.log.contains("waiting claim cancelled: its claimer did not come back"), "\(daemon.log)")
+    }
+
+    /// `accmon claim --connection BOARD` whose command runs until the file `flag` exists, once its command runs.
+    static func holding(_ board: ConnectionID, on daemon: ClaimDaemon) async throws -> (ChildProcess, flag: String) {
+        let flag = daemon.directory.file("go")
+        let running = daemon.directory.file("running")
+        let holder = try daemon.startAccmon(
+            [
+                "claim", "--connection", String(board.rawValue), "--", "sh", "-c",
+                "touch \(running); while [ ! -e \(flag) ]; do sleep 0.1; done",
+            ], name: "holder")
+        #expect(await eventually { FileManager.default.fileExists(atPath: running) }, "\(holder.stderr)")
+        return (holder, flag)
     }
 }

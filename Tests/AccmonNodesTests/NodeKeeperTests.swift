@@ -173,15 +173,11 @@ struct NodeKeeperTests {
     /// cannot be opened (a node made with mknod fails with EIO since Linux 4.7).
     @Test func aHeldPtyIsHungUpForEveryDescriptor() async throws {
         let fixture = try KeeperFixture()
-        let pts = "\(fixture.nodes)/pts"
-        #expect(mkdir(pts, 0o755) == 0)
-        guard mount("devpts", pts, "devpts", 0, "newinstance,ptmxmode=0666,mode=0620,gid=4101") == 0 else {
-            throw Errno.current
-        }
-        defer { umount2(pts, Int32(MNT_DETACH)) }
-        let (master, number) = try openPseudoTerminal(multiplexer: "\(pts)/ptmx")
+        let pts = try PrivateDevpts(in: fixture.nodes)
+        defer { pts.unmount() }
+        let (master, number) = try openPseudoTerminal(multiplexer: "\(pts.path)/ptmx")
         defer { Glibc.close(master) }
-        let path = "\(pts)/\(number)"
+        let path = "\(pts.path)/\(number)"
         let first = Glibc.open(path, O_RDWR | O_NOCTTY)
         let second = Glibc.open(path, O_RDWR | O_NOCTTY)
         #expect(first >= 0 && second >= 0)
@@ -218,6 +214,20 @@ struct NodeKeeperTests {
 /// A new pseudo-terminal of the devpts instance whose multiplexer is `multiplexer`: its master descriptor and its
 /// number (unlockpt and ptsname_r: looked up by name, as Swift's Glibc module leaves them out without
 /// _XOPEN_SOURCE; ptsname_r names it below /dev/pts, of which only the number is used).
+/// A devpts instance of its own mounted at `DIR/pts` (group 4101 for its ptys): ptys a test may hold and hang up.
+struct PrivateDevpts {
+    let path: String
+
+    init(in directory: String) throws {
+        path = "\(directory)/pts"
+        guard mkdir(path, 0o755) == 0,
+            mount("devpts", path, "devpts", 0, "newinstance,ptmxmode=0666,mode=0620,gid=4101") == 0
+        else { throw Errno.current }
+    }
+
+    func unmount() { umount2(path, Int32(MNT_DETACH)) }
+}
+
 func openPseudoTerminal(multiplexer: String) throws -> (master: Int32, number: String) {
     typealias Unlock = @convention(c) (Int32) -> Int32
     typealias Name = @convention(c) (Int32, UnsafeMutablePointer<CChar>, Int) -> Int32
