@@ -130,6 +130,24 @@ if walks "$start"; then
 else
   info "the helper has openat2 under its unit"
 fi
+# The helper's watchdog: it pings from its loop, and a frozen helper (SIGSTOP) is replaced (WatchdogSec=2s for this).
+dropin accmon-nodes.service 91-watchdog <<<$'[Service]\nWatchdogSec=2s\nLimitCORE=0'
+systemctl restart accmon-nodes.service && request accmond '{"v":1,"id":11,"op":"held"}' >/dev/null
+pinging=$(prop accmon-nodes.service MainPID)
+restarts=$(prop accmon-nodes.service NRestarts)
+sleep 5
+expect "the helper pings its watchdog: still pid $pinging, not restarted, after 5 s of WatchdogSec=2s" \
+  "$(prop accmon-nodes.service MainPID) $(prop accmon-nodes.service NRestarts)" "$pinging $restarts"
+start=$(cursor)
+kill -STOP "$pinging"
+replaced() { local pid; pid=$(prop accmon-nodes.service MainPID); [ "$pid" != 0 ] && [ "$pid" != "$pinging" ]; }
+check "a SIGSTOPped helper is replaced (systemd's watchdog)" wait_for 20 replaced
+check "... 'Watchdog timeout' in the journal" journal_has "$start" 'accmon-nodes.service: Watchdog timeout' -u accmon-nodes.service
+remove_dropin accmon-nodes.service 91-watchdog
+systemctl restart accmon-nodes.service
+output=$(request accmond '{"v":1,"id":12,"op":"held"}')
+check "... and the new helper still holds the node (its records): '$output'" grep -q "\"path\":\"$node\"" <<<"$output"
+
 output=$(request accmond "{\"v\":1,\"id\":8,\"op\":\"release\",\"path\":\"$node\"}")
 check "release: '$output'" grep -q '"result":"restored"' <<<"$output"
 expect "the node is exactly as before: root:dialout 0660, no ACL" "$(stat -c '%U:%G %a' "$node") $(acl "$node")" \
