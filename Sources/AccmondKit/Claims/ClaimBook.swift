@@ -136,8 +136,10 @@ struct ClaimWorld {
 /// Rules: a claim of several accessories takes all or none, at once, so two claimers never hold one each of what both
 /// want. A request whose accessories are all free is granted at once; otherwise it fails (`claim-conflict`) or waits.
 /// When accessories become free they are offered to the waiters in the order they came: the first that can take all
-/// it asked for gets them, so what is free never sits idle behind a waiter that cannot be served yet. A claim follows
-/// its accessories across re-enumerations (``ClaimedItem/isReturn(of:)``) for their return window.
+/// it asked for gets them, so what is free never sits idle behind a waiter that cannot be served yet; a waiter that is
+/// away (after a restart, within its window) keeps its turn, what it could take kept for it and granted to nobody
+/// until it is back or its window ends. A claim follows its accessories across re-enumerations
+/// (``ClaimedItem/isReturn(of:)``) for their return window.
 struct ClaimBook: Sendable {
     private(set) var claims: [UInt64: Claim] = [:]
     private(set) var waiters: [Waiter] = []
@@ -279,14 +281,20 @@ struct ClaimBook: Sendable {
     /// claim. Returns the claims granted, each with the waiter it came from.
     mutating func offer(_ world: ClaimWorld) -> [(waiter: Waiter, claim: Claim)] {
         var granted: [(Waiter, Claim)] = []
+        // What waiters that are away could take: kept for them, from those behind them.
+        var reserved: Set<ConnectionID> = []
         var index = 0
         while index < waiters.count {
             let waiter = waiters[index]
-            // A waiter that is away (accmond restarted, or its preserved session's grace) keeps its place but is
-            // granted nothing until it is back with its token: a waiter that is gone for good must not end up holding
-            // what it never takes up.
-            guard waiter.claimant.session != nil || waiter.claimant.awayUntil == nil, let items = takeable(waiter, world)
-            else {
+            guard let items = takeable(waiter, world, excluding: reserved) else {
+                index += 1
+                continue
+            }
+            // A waiter that is away (accmond restarted, or its preserved session's grace) keeps its turn, but is
+            // granted nothing until it is back with its token: a waiter gone for good must not end up holding what it
+            // never takes up. When its window ends, its place goes (``expire(now:)``), and what it kept with it.
+            if waiter.claimant.session == nil && waiter.claimant.awayUntil != nil {
+                reserved.formUnion(items.compactMap(\.connection))
                 index += 1
                 continue
             }
@@ -302,15 +310,18 @@ struct ClaimBook: Sendable {
         return granted
     }
 
-    /// What `waiter` would hold if it were served now; `nil` when it cannot take all it asked for.
-    func takeable(_ waiter: Waiter, _ world: ClaimWorld) -> [ClaimedItem]? {
+    /// What `waiter` would hold if it were served now, leaving `excluding` alone; `nil` when it cannot take all it
+    /// asked for.
+    func takeable(_ waiter: Waiter, _ world: ClaimWorld, excluding: Set<ConnectionID> = []) -> [ClaimedItem]? {
         switch waiter.want {
         case .items(let items):
-            guard items.allSatisfy({ $0.connection.map { holding[$0] == nil } ?? false }) else { return nil }
+            guard items.allSatisfy({ $0.connection.map { holding[$0] == nil && !excluding.contains($0) } ?? false })
+            else { return nil }
             return items
         case .matching(let filter, let serial, let count):
             let free = world.connected.filter {
-                holding[$0.connectionID] == nil && Self.matches($0, filter, serial) && world.mayClaim(waiter.claimant, $0)
+                holding[$0.connectionID] == nil && !excluding.contains($0.connectionID) && Self.matches($0, filter, serial)
+                    && world.mayClaim(waiter.claimant, $0)
             }
             guard free.count >= count else { return nil }
             return free.prefix(count).map { world.item($0) }
