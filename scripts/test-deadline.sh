@@ -55,12 +55,14 @@ EOF
                 fi
             done
         } >&2
-        kill -TERM -- "-$runner" 2>/dev/null
+        # By session, not process group: SwiftPM starts the test binary in a process group of its own, which a kill of
+        # the runner's group missed (the binary went on, holding what it held: a lock, a daemon).
+        pkill -TERM -s "$runner" 2>/dev/null
         for _ in $(seq 50); do
             pgrep -s "$runner" >/dev/null || break
             sleep 0.1
         done
-        kill -KILL -- "-$runner" 2>/dev/null
+        pkill -KILL -s "$runner" 2>/dev/null
         wait "$runner" 2>/dev/null
         exit 124
     fi

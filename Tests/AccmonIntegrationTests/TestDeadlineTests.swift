@@ -22,6 +22,23 @@ struct TestDeadlineTests {
         #expect(run.stdout.contains("◇ Test stuck() started."), "the command's output is shown as it comes")
     }
 
+    /// The test binary runs in a process group of its own (SwiftPM's spawn): it is stopped all the same.
+    @Test func aProcessInAnotherGroupOfTheRunIsStoppedToo() async throws {
+        let directory = try TemporaryDirectory()
+        // A duration no other process sleeps: its command line finds it.
+        let duration = "300.\(getpid())\(Int.random(in: 100_000..<1_000_000))"
+        let ownGroup = "import os, sys; os.setpgid(0, 0); os.execvp('sleep', ['sleep', sys.argv[1]])"
+        let run = try ChildProcess(
+            URL(fileURLWithPath: "/bin/bash"),
+            [Self.script.path, "2", "/usr/bin/python3", "-c", ownGroup, duration], name: "deadline",
+            directory: directory)
+        #expect(await eventually { !pids(running: ["sleep", duration]).isEmpty })
+        #expect(await run.waitForExit(timeout: .seconds(20)) == .exited(124))
+        #expect(
+            await eventually(timeout: .seconds(5)) { pids(running: ["sleep", duration]).isEmpty },
+            "the process in a group of its own outlived the deadline")
+    }
+
     @Test func aRunWithinItsDeadlineKeepsItsExitStatus() async throws {
         let directory = try TemporaryDirectory()
         let run = try ChildProcess(
