@@ -1,4 +1,4 @@
-public import AccmonProtocol
+import AccmonProtocol
 import AccmonSys
 import FoundationEssentials
 import Glibc

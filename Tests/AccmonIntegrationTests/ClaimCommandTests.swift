@@ -154,7 +154,7 @@ import Testing
             let other = try await daemon.accmon(["claim", "--serial", "RESTART1", "--", "true"], as: asNobody)
             #expect(other.termination == .exited(75), "\(other)")
         }
-        FileManager.default.createFile(atPath: flag, contents: nil)
+        try #require(FileManager.default.createFile(atPath: flag, contents: nil), "cannot create \(flag)")
         #expect(await holder.waitForExit() == .exited(0), "\(holder.stderr)")
         #expect(await eventually { (try? await daemon.accmon(["claims"]).stdout) == "no claims\n" })
     }
@@ -177,7 +177,7 @@ import Testing
         #expect(
             await eventually(timeout: .seconds(15)) { waiter.stderr.contains("c-2's place in line taken up again") },
             "\(waiter.stderr)")
-        FileManager.default.createFile(atPath: flag, contents: nil)
+        try #require(FileManager.default.createFile(atPath: flag, contents: nil), "cannot create \(flag)")
         #expect(await holder.waitForExit() == .exited(0), "\(holder.stderr)")
         #expect(await waiter.waitForExit(timeout: .seconds(20)) == .exited(0), "\(waiter.stderr)\n\(daemon.log)")
         #expect((try? String(contentsOfFile: marker, encoding: .utf8)) == "c-2\n")
@@ -200,7 +200,7 @@ import Testing
         _ = await waiter.waitForExit()
         try await daemon.start()
         #expect(await eventually(timeout: .seconds(15)) { holder.stderr.contains("c-1 taken up again") }, "\(holder.stderr)")
-        FileManager.default.createFile(atPath: flag, contents: nil)
+        try #require(FileManager.default.createFile(atPath: flag, contents: nil), "cannot create \(flag)")
         #expect(await holder.waitForExit() == .exited(0), "\(holder.stderr)")
         let meanwhile = try await daemon.accmon(["claims", "--json"])
         #expect(!meanwhile.stdout.contains("\"holder\""), "nothing granted to the waiter that is gone: \(meanwhile)")

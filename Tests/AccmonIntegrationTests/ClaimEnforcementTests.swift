@@ -80,7 +80,7 @@ import Testing
         #expect(node.state != before)
         let listed = try await daemon.accmon(["claims", "--json"])
         #expect(listed.stdout.contains("\"uid\":65534"), "\(listed)")
-        FileManager.default.createFile(atPath: flag, contents: nil)
+        try #require(FileManager.default.createFile(atPath: flag, contents: nil), "cannot create \(flag)")
         #expect(await holder.waitForExit() == .exited(0), "\(holder.stderr)")
         // As with flock(1): once `accmon claim` has exited, the node is as it was (the release is answered once
         // the node is restored), not a moment later.

@@ -30,7 +30,7 @@ struct HistoryDiskFaultTests {
         let watcher = bag.add(try await AccmonConnection.connect(socketPath: daemon.socketPath, clientName: "w"))
         let events = EventLog(try await watcher.subscribe())
         let admin = bag.add(try await AccmonConnection.connect(socketPath: daemon.socketPath, clientName: "admin"))
-        daemon.stall()
+        try daemon.stall()
         for index in 0..<300 {
             let connection = try await admin.simulateConnect(Accessory(kind: .usb, name: "Board \(index)"))
             try await admin.simulateDisconnect(connection)
@@ -61,7 +61,7 @@ struct HistoryDiskFaultTests {
         let admin = bag.add(try await AccmonConnection.connect(socketPath: daemon.socketPath, clientName: "admin"))
         _ = try await admin.simulateConnect(Accessory(kind: .usb, name: "Before"))
         #expect(await eventually { Self.entriesOnDisk(daemon).count == 1 }, "\(daemon.log)")
-        daemon.fail()
+        try daemon.fail()
         for index in 0..<50 { _ = try await admin.simulateConnect(Accessory(kind: .serial, name: "During \(index)")) }
         #expect(await events.waitForCount(51), "\(daemon.log)")
         #expect(

@@ -53,9 +53,16 @@ final class FaultyDiskDaemon: @unchecked Sendable {
     }
 
     /// Writes to the state directory wait from now on, until ``resume()``.
-    func stall() { FileManager.default.createFile(atPath: "\(control)/stall", contents: nil) }
+    func stall() throws { try createControlFile("stall") }
     /// Writes to the state directory fail with EIO from now on, until ``resume()``.
-    func fail() { FileManager.default.createFile(atPath: "\(control)/fail", contents: nil) }
+    func fail() throws { try createControlFile("fail") }
+
+    /// The file system reads its orders from the files in its control directory.
+    private func createControlFile(_ name: String) throws {
+        guard FileManager.default.createFile(atPath: "\(control)/\(name)", contents: nil) else {
+            throw Binaries.LocateError(description: "faultfs: cannot create its control file \(control)/\(name)")
+        }
+    }
     /// The disk answers again.
     func resume() {
         unlink("\(control)/stall")
