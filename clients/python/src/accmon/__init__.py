@@ -17,6 +17,7 @@ library:
 
 from .blocking_claim import BlockingClaim
 from .claim import Claim
+from .claim_conflicts import ClaimConflict, ClaimTimeout
 from .claim_model import (
     NOTICE_KINDS,
     ClaimedNode,
@@ -35,8 +36,6 @@ from .errors import (
     PROTOCOL_ERROR_CODES,
     AccmonError,
     ClaimCancelled,
-    ClaimConflict,
-    ClaimTimeout,
     ConnectionClosed,
     DaemonStopped,
     DaemonUnreachable,

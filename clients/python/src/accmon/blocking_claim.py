@@ -19,10 +19,11 @@ import time
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterator, List, Optional, Type, Union
 
+from .claim_conflicts import ClaimTimeout
 from .claim_model import ClaimInfo, ClaimNotice
 from .claim_requests import release_request
 from .claim_state import ClaimState, ClaimView
-from .errors import AccmonError, ClaimCancelled, ClaimTimeout, ConnectionClosed, DaemonStopped, ProtocolError
+from .errors import AccmonError, ClaimCancelled, ConnectionClosed, DaemonStopped, ProtocolError
 from .link import END, _End
 from .wire import LineBuffer, connect_error, decode, encode, expect_reply, hello_request
 

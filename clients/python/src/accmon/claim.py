@@ -13,10 +13,11 @@ import asyncio
 from types import TracebackType
 from typing import Any, Callable, Coroutine, Dict, Generator, Optional, Type
 
+from .claim_conflicts import ClaimTimeout
 from .claim_model import ClaimInfo, ClaimNotice
 from .claim_requests import release_request
 from .claim_state import ClaimView
-from .errors import AccmonError, ClaimCancelled, ClaimTimeout, ConnectionClosed, ProtocolError
+from .errors import AccmonError, ClaimCancelled, ConnectionClosed, ProtocolError
 from .link import END, ClaimChannel, Link
 from .wire import expect_reply
 

@@ -1,6 +1,7 @@
-"""The values of check-out (claims, docs/PROTOCOL.md §7.12): who acts (:class:`Party`), a claim as everyone sees it
-(:class:`ClaimSummary`), as its holder sees it (:class:`ClaimInfo`), what the daemon tells the holder
-(:class:`ClaimNotice`), subscribers (:class:`ClaimUpdate`) and ``claims`` (:class:`ClaimList`).
+"""The values of check-out (claims, docs/PROTOCOL.md §7.12): a claim as its holder sees it (:class:`ClaimInfo`), what
+the daemon tells the holder (:class:`ClaimNotice`), subscribers (:class:`ClaimUpdate`) and ``claims``
+(:class:`ClaimList`). Who acts (:class:`Party`) and a claim as everyone sees it (:class:`ClaimSummary`) are in
+claim_summary.py, below the accessory model, which needs them; they are exported here too.
 
 Each is a frozen dataclass decoded by ``from_json`` (``invalid-response`` for a field of the wrong JSON type); fields
 a later accmond adds are kept in ``extra``, and ``to_json`` writes the protocol's object back, keys sorted.
@@ -8,14 +9,13 @@ a later accmond adds are kept in ``extra``, and ``to_json`` writes the protocol'
 
 from __future__ import annotations
 
-import functools
-import pwd
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
+from .claim_summary import ClaimSummary, Party
 from .json_fields import JSONObject as _Object
 from .json_fields import integer_item as _integer_item
-from .json_fields import string_item as _string_item
+from .json_fields import with_extra
 from .model import Accessory
 
 __all__ = [
@@ -36,124 +36,6 @@ __all__ = [
 NOTICE_KINDS = ("granted", "contention", "broken", "returning", "returned", "lost", "expired", "cancelled")
 #: The notices after which the claim (or the place in line) no longer exists.
 ENDING_NOTICES = frozenset({"broken", "lost", "expired", "cancelled"})
-
-@functools.lru_cache(maxsize=256)
-def _local_user_name(uid: int) -> Optional[str]:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except (KeyError, OverflowError):
-        return None
-
-
-def _with_extra(value: Dict[str, Any], extra: Mapping[str, Any]) -> Dict[str, Any]:
-    return dict(sorted({**extra, **value}.items()))
-
-
-@dataclass(frozen=True)
-class Party:
-    """Someone who acts on an accessory: a claim's holder, a claimer in line, an admin who broke a claim.
-
-    A local party is a client of accmond, known by its socket's credentials (:attr:`uid`, :attr:`pid`) and the name
-    it gave (:attr:`client`); :attr:`user` is the uid's name as accmond resolved it. A remote party is an MQTT user
-    whose claim a bridge forwarded (:attr:`remote`), with no uid or pid.
-    """
-
-    user: str = ""
-    """The user name: the local uid's name, or the remote MQTT user; empty when unknown."""
-    uid: Optional[int] = None
-    pid: Optional[int] = None
-    client: Optional[str] = None
-    """The client name given in ``hello``."""
-    remote: bool = False
-    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
-
-    _KEYS = ("user", "uid", "pid", "client", "remote")
-
-    @classmethod
-    def from_json(cls, value: Any, context: str = "party") -> "Party":
-        fields = _Object(value, context, cls._KEYS)
-        return cls(fields.string("user"), fields.optional_integer("uid"), fields.optional_integer("pid"),
-                   fields.optional_string("client"), fields.boolean("remote"), fields.extra)  # fmt: skip
-
-    def to_json(self) -> Dict[str, Any]:
-        value: Dict[str, Any] = {"remote": self.remote, "user": self.user}
-        for key in ("uid", "pid", "client"):
-            if getattr(self, key) is not None:
-                value[key] = getattr(self, key)
-        return _with_extra(value, self.extra)
-
-    @property
-    def name(self) -> str:
-        """The user name: accmond's, else this host's name for the uid (accmond resolves names off its loop, so the
-        first reply about a uid may lack it), else ``uid N``."""
-        if self.user or self.remote:
-            return self.user or "?"
-        if self.uid is None:
-            return "?"
-        return _local_user_name(self.uid) or f"uid {self.uid}"
-
-    def __str__(self) -> str:
-        """``alice (uid 1000, pid 4242, accmon)``, ``uid 1000`` when the name is unknown, ``ci (remote)``."""
-        if self.remote:
-            return f"{self.user or '?'} (remote)"
-        details = []
-        if self.uid is not None and not self.name.startswith("uid "):
-            details.append(f"uid {self.uid}")
-        if self.pid:
-            details.append(f"pid {self.pid}")
-        if self.client:
-            details.append(self.client)
-        return f"{self.name} ({', '.join(details)})" if details else self.name
-
-
-@dataclass(frozen=True)
-class ClaimSummary:
-    """A claim as everyone who sees its accessories sees it: the ``claim`` of an accessory, an entry of ``claims``,
-    a holder named by :class:`~accmon.ClaimConflict`."""
-
-    claim_id: str
-    """Such as ``c-3``."""
-    holder: Party
-    since: float
-    """When it was granted (seconds since the epoch)."""
-    reason: str = ""
-    waiting: int = 0
-    """Claim requests waiting in line for any of its accessories."""
-    state: str = "held"
-    """``"held"``, or ``"returning"`` while a claimed accessory is away (a reset, a bootloader)."""
-    connections: Tuple[int, ...] = ()
-    accessory_ids: Tuple[str, ...] = ()
-    """Its accessories, also those away and expected back."""
-    expires_at: Optional[float] = None
-    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
-
-    _KEYS = ("claimID", "holder", "since", "reason", "waiting", "state", "connections", "accessoryIDs", "expiresAt")
-
-    @classmethod
-    def from_json(cls, value: Any, context: str = "claim") -> "ClaimSummary":
-        fields = _Object(value, context, cls._KEYS)
-        return cls(
-            claim_id=fields.string("claimID"),
-            holder=Party.from_json(fields.value.get("holder"), f"{context}.holder"),
-            since=fields.number("since"),
-            reason=fields.string("reason"),
-            waiting=fields.integer("waiting"),
-            state=fields.string("state", "held"),
-            connections=fields.items("connections", _integer_item),
-            accessory_ids=fields.items("accessoryIDs", _string_item),
-            expires_at=fields.optional_number("expiresAt"),
-            extra=fields.extra,
-        )
-
-    def to_json(self) -> Dict[str, Any]:
-        value: Dict[str, Any] = {
-            "accessoryIDs": list(self.accessory_ids), "claimID": self.claim_id, "connections": list(self.connections),
-            "holder": self.holder.to_json(), "reason": self.reason, "since": self.since, "state": self.state,
-            "waiting": self.waiting,
-        }  # fmt: skip
-        if self.expires_at is not None:
-            value["expiresAt"] = self.expires_at
-        return _with_extra(value, self.extra)
 
 
 @dataclass(frozen=True)
@@ -342,7 +224,7 @@ class ClaimWaiter:
                    fields.integer("count", 1), fields.integer("position"), fields.extra)  # fmt: skip
 
     def to_json(self) -> Dict[str, Any]:
-        return _with_extra({
+        return with_extra({
             "claimID": self.claim_id, "connections": list(self.connections), "count": self.count,
             "party": self.party.to_json(), "position": self.position, "reason": self.reason, "since": self.since,
         }, self.extra)  # fmt: skip
@@ -363,10 +245,3 @@ class ClaimList:
     def on(self, connection_id: int) -> Optional[ClaimSummary]:
         """The claim that holds this connection, or ``None``."""
         return next((claim for claim in self.claims if connection_id in claim.connections), None)
-
-
-def summaries(value: Any, context: str) -> List[ClaimSummary]:
-    """The ``holders`` of a ``claim-conflict`` error: an array of claim summaries."""
-    if type(value) is not list:
-        return []
-    return [ClaimSummary.from_json(item, f"{context}[{index}]") for index, item in enumerate(value)]

@@ -11,11 +11,12 @@ import asyncio
 import os
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Union
 
 from . import __version__
 from .client import Client
+from .command_line import Options
 from .commands import run_claims, run_list, run_release, run_status, run_wait, run_watch
 from .errors import AccmonError, ConnectionClosed, DaemonUnreachable, PermissionDenied, ProtocolError, WaitTimeout
 from .filters import Filter, hex_id
@@ -160,31 +161,6 @@ _FILTERED = ("watch", "list", "wait")
 
 class UsageError(Exception):
     """A usage error: printed with the command's usage; exit 64."""
-
-
-@dataclass
-class Options:
-    """A parsed command line."""
-
-    command: str
-    socket: Optional[str] = None
-    flags: List[str] = field(default_factory=list)
-    values: Dict[str, str] = field(default_factory=dict)
-    filter: Filter = field(default_factory=Filter)
-    #: What ``release`` names: a connection id, or a claim or accessory id.
-    target: Union[int, str] = ""
-
-    @property
-    def json(self) -> bool:
-        return "--json" in self.flags
-
-    @property
-    def all(self) -> bool:
-        return "--all" in self.flags
-
-    @property
-    def timeout(self) -> Optional[float]:
-        return float(self.values["--timeout"]) if "--timeout" in self.values else None
 
 
 def _expand_equals(arguments: Sequence[str]) -> List[str]:

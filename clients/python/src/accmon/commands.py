@@ -5,19 +5,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import Any, Dict, List
 
 from .claim_model import ClaimUpdate, Party
 from .client import Client
+from .command_line import Options
 from .connection import connect
 from .errors import ProtocolError
 from .model import AccessoryEvent, Snapshot
 from .output import JSON_OUTPUT_VERSION, Style, accessory_json, claim_update_line, claims_table, human_line, json_line
 from .output import list_table, status_text
 from .session import ConnectionState, Session
-
-if TYPE_CHECKING:
-    from .cli import Options
 
 __all__ = ["run_claims", "run_list", "run_release", "run_status", "run_wait", "run_watch"]
 
@@ -27,7 +25,7 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
-def run_list(client: Client, options: "Options") -> int:
+def run_list(client: Client, options: Options) -> int:
     with client:
         snapshot = client.list(**_filter(options), all=options.all, claims=True)
     if options.json:
@@ -44,7 +42,7 @@ def run_list(client: Client, options: "Options") -> int:
     return 0
 
 
-def run_status(client: Client, options: "Options") -> int:
+def run_status(client: Client, options: Options) -> int:
     with client:
         status = client.status()
     if options.json:
@@ -62,7 +60,7 @@ def _named(party: Party) -> Party:
     return dataclasses.replace(party, user=party.name)
 
 
-def run_claims(client: Client, options: "Options") -> int:
+def run_claims(client: Client, options: Options) -> int:
     with client:
         claims = client.claims()
     claims = dataclasses.replace(
@@ -79,7 +77,7 @@ def run_claims(client: Client, options: "Options") -> int:
     return 0
 
 
-def run_release(client: Client, options: "Options") -> int:
+def run_release(client: Client, options: Options) -> int:
     with client:
         try:
             client.release(options.target, force="--force" in options.flags, reason=options.values.get("--reason", ""))
@@ -91,7 +89,7 @@ def run_release(client: Client, options: "Options") -> int:
     return 0
 
 
-def run_wait(client: Client, options: "Options") -> int:
+def run_wait(client: Client, options: Options) -> int:
     with client:
         accessory = client.wait_for(
             **_filter(options), serial=options.values.get("--serial"), timeout=options.timeout
@@ -103,7 +101,7 @@ def run_wait(client: Client, options: "Options") -> int:
     return 0
 
 
-def _filter(options: "Options") -> Dict[str, Any]:
+def _filter(options: Options) -> Dict[str, Any]:
     return {
         "kind": options.filter.kind,
         "vendor": options.filter.vendor,
@@ -155,7 +153,7 @@ class _Printer:
         sys.stdout.flush()
 
 
-async def run_watch(options: "Options") -> int:
+async def run_watch(options: Options) -> int:
     printer = _Printer(options.json)
     restore_id = options.values.get("--restore-id")
     if restore_id is not None:
@@ -186,7 +184,7 @@ def _report_state(state: ConnectionState) -> None:
     sys.stderr.flush()
 
 
-async def _watch_session(options: "Options", restore_id: str, printer: _Printer) -> int:
+async def _watch_session(options: Options, restore_id: str, printer: _Printer) -> int:
     """Watches through a :class:`Session`: survives restarts of both sides; printing an event consumes it."""
     session = Session(
         restore_id, "python3 -m accmon watch", options.socket, **_filter(options), on_state=_report_state

@@ -3,14 +3,14 @@
 Every exception is an :class:`AccmonError` with a stable :attr:`~AccmonError.code` for programs and a message of the
 form ``context: object: reason`` for people. The daemon's own error replies keep the protocol's code
 (docs/PROTOCOL.md §9): :class:`ProtocolError` for most, :class:`PermissionDenied` for ``permission-denied``.
+The errors that name the claims in a claim's way, :class:`~accmon.ClaimConflict` and :class:`~accmon.ClaimTimeout`,
+are in claim_conflicts.py: they need the claim values, which this module is below (their decoding raises
+:class:`ProtocolError`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence, Tuple
-
-if TYPE_CHECKING:
-    from .claim_model import ClaimSummary
+from typing import Optional
 
 __all__ = [
     "AccmonError",
@@ -20,8 +20,6 @@ __all__ = [
     "ConnectionClosed",
     "DaemonStopped",
     "WaitTimeout",
-    "ClaimConflict",
-    "ClaimTimeout",
     "ClaimCancelled",
     "PROTOCOL_ERROR_CODES",
 ]
@@ -158,29 +156,6 @@ class WaitTimeout(AccmonError, TimeoutError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-
-
-class ClaimConflict(ProtocolError):
-    """What a claim asked for is held by others (protocol code ``claim-conflict``), and the claim did not ask to wait.
-
-    :ivar holders: the claims in the way (:class:`~accmon.ClaimSummary`), each with its holder's user name, uid, pid
-        and client name (:class:`~accmon.Party`), since when, and why.
-    """
-
-    def __init__(self, message: str, holders: Sequence["ClaimSummary"] = (), code: str = "claim-conflict") -> None:
-        super().__init__(code, message)
-        self.holders: Tuple["ClaimSummary", ...] = tuple(holders)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.message!r}, holders={list(self.holders)!r})"
-
-
-class ClaimTimeout(ClaimConflict, TimeoutError):
-    """A claim waited in line for the time it was given, and was still not granted (code ``timeout``); its place in
-    line was given up. :attr:`holders` are the claims that were in its way when it began to wait."""
-
-    def __init__(self, message: str, holders: Sequence["ClaimSummary"] = ()) -> None:
-        super().__init__(message, holders, "timeout")
 
 
 class ClaimCancelled(AccmonError):

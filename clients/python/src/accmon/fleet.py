@@ -25,7 +25,8 @@ import time
 import uuid
 from typing import Any, Dict, List, NoReturn, Optional
 
-from .errors import AccmonError, ClaimConflict, PermissionDenied
+from .claim_conflicts import ClaimConflict
+from .errors import AccmonError, PermissionDenied
 
 __all__ = ["FleetClaim", "FleetClaimer"]
 

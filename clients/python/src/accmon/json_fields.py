@@ -1,13 +1,14 @@
 """Reading the fields of the daemon's JSON objects, each checked for its JSON type, with where it was in every
-error (``invalid-response``): the claim values' decoding (claim_model.py)."""
+error (``invalid-response``), and writing them back with the fields this version does not know: the claim values'
+decoding (claim_summary.py, claim_model.py)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, TypeVar
 
 from .errors import ProtocolError
 
-__all__ = ["JSONObject", "integer_item", "string_item"]
+__all__ = ["JSONObject", "integer_item", "string_item", "with_extra"]
 
 T = TypeVar("T")
 
@@ -89,3 +90,8 @@ def string_item(value: Any, context: str) -> str:
     if type(value) is not str:
         raise ProtocolError("invalid-response", f"accmon: {context}: expected a string")
     return value
+
+
+def with_extra(value: Dict[str, Any], extra: Mapping[str, Any]) -> Dict[str, Any]:
+    """`value`, the object's known fields, with the `extra` ones it was read with, in sorted key order."""
+    return dict(sorted({**extra, **value}.items()))

@@ -10,12 +10,10 @@ import dataclasses
 import operator
 import types
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from .claim_summary import ClaimSummary
 from .errors import ProtocolError
-
-if TYPE_CHECKING:
-    from .claim_model import ClaimSummary
 
 __all__ = [
     "ACCESSORY_FIELDS",
@@ -267,13 +265,13 @@ class Snapshot(List[Accessory]):
         accessories: Iterable[Accessory] = (),
         seq: int = 0,
         rejected: Optional[Mapping[int, str]] = None,
-        claims: Optional[Mapping[int, "ClaimSummary"]] = None,
+        claims: Optional[Mapping[int, ClaimSummary]] = None,
     ):
         super().__init__(accessories)
         self.seq = seq
         self.rejected: Mapping[int, str] = dict(rejected or {})
         #: With ``claims=True``: the claim on each claimed accessory, by connection id.
-        self.claims: Dict[int, "ClaimSummary"] = dict(claims or {})
+        self.claims: Dict[int, ClaimSummary] = dict(claims or {})
 
     def __repr__(self) -> str:
         return f"Snapshot({list.__repr__(self)}, seq={self.seq})"
@@ -299,10 +297,8 @@ class Snapshot(List[Accessory]):
             if not key.isdigit() or type(reason) is not str:
                 raise _invalid(f"{kind}.rejected.{key}", "expected a connection id and a reason")
             rejected[int(key)] = reason
-        claims: Dict[int, "ClaimSummary"] = {}
+        claims: Dict[int, ClaimSummary] = {}
         if any(type(item) is dict and "claim" in item for item in accessories):
-            from .claim_model import ClaimSummary  # (claim_model imports this module)
-
             unclaimed = []
             for index, item in enumerate(accessories):
                 if type(item) is dict and "claim" in item:

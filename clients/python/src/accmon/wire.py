@@ -11,8 +11,9 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
-from .claim_model import summaries
-from .errors import AccmonError, ClaimConflict, DaemonUnreachable, PermissionDenied, ProtocolError
+from .claim_conflicts import ClaimConflict
+from .claim_summary import summaries
+from .errors import AccmonError, DaemonUnreachable, PermissionDenied, ProtocolError
 from .filters import IdLike, hex_id
 from .model import KINDS
 
