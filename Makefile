@@ -78,9 +78,9 @@ check-layering:
 	@python3 scripts/check-layering.py --self-test >/dev/null || python3 scripts/check-layering.py --self-test
 	SWIFT=$(SWIFT) python3 scripts/check-layering.py
 
-# The Python client (clients/python): a virtual environment made from Debian's /usr/bin/python3 under the build
-# directory, with the pinned test tools; mypy --strict (for this Python and for 3.9), then pytest against the
-# accmond and accmon built above.
+# The Python client (clients/python): the check that no Python modules import each other in a cycle; a virtual
+# environment made from Debian's /usr/bin/python3 under the build directory, with the pinned test tools; mypy --strict
+# (for this Python and for 3.9), then pytest against the accmond and accmon built above.
 PYTHON_VENV = $(abspath $(BUILD_DIR))/python-venv
 PYTHON_REQUIREMENTS = clients/python/requirements-test.txt
 
@@ -90,13 +90,20 @@ $(PYTHON_VENV)/installed: $(PYTHON_REQUIREMENTS)
 	$(PYTHON_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PYTHON_REQUIREMENTS)
 	touch $@
 
-test-python: build $(PYTHON_VENV)/installed
+test-python: check-python-imports build $(PYTHON_VENV)/installed
 	cd clients/python && $(PYTHON_VENV)/bin/mypy --strict --cache-dir $(PYTHON_VENV)/mypy-cache src/accmon tests examples
 	cd clients/python && $(PYTHON_VENV)/bin/mypy --strict --python-version 3.9 --cache-dir $(PYTHON_VENV)/mypy-cache-3.9 \
 	  src/accmon
 	cd clients/python && PYTHONPATH=src PYTHONDONTWRITEBYTECODE=1 ACCMON_BIN_DIR=$(abspath $(DEBUG_BIN)) \
 	  $(PYTHON_VENV)/bin/python -m pytest -p no:cacheprovider
 	@$(MAKE) --no-print-directory test-python-fleet
+
+# Fails when modules of the Python packages (accmon, accmon_dashboard) import each other in a cycle, counting imports
+# under TYPE_CHECKING and inside functions; its self-test (packages with cycles, each to be refused) first.
+.PHONY: check-python-imports
+check-python-imports:
+	@python3 scripts/check-python-imports.py --self-test >/dev/null || python3 scripts/check-python-imports.py --self-test
+	python3 scripts/check-python-imports.py clients/python/src/accmon clients/dashboard/src/accmon_dashboard
 
 # accmon.fleet (claims across the fleet) with Debian's python3-paho-mqtt: its tests in a virtual environment that sees
 # the system's packages (the one above must not: the accmon package itself needs nothing), against real mosquitto,
