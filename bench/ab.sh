@@ -13,7 +13,8 @@
 # bench/lines.py compare prints the medians over rounds of each build's figures and B ÷ A.
 #
 #   BENCH_AB_SUITES  suites to run (default: stream fanout memory)
-#   BENCH_AB_OUT     the lines' file (default $BENCH_AB_DIR/<date>-<A>-<B>-ab.jsonl)
+#   BENCH_AB_OUT     the lines' file (default build/bench/<date>-<A>-<B>-ab.jsonl); their summary (bench/summarize.py)
+#                    goes to bench/results/<the same name>.json
 #   BENCH_REPEATS, BENCH_FANOUT_COUNTS, ...: as for make bench (bench/suite.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +26,8 @@ DIR=${BENCH_AB_DIR:-/tmp/accmon-ab}
 SUITES=${BENCH_AB_SUITES:-stream fanout memory}
 A=$(git rev-parse --verify "$1^{commit}")
 B=$(git rev-parse --verify "$2^{commit}")
-OUT=${BENCH_AB_OUT:-$DIR/$(date -u +%Y-%m-%d)-${A:0:7}-${B:0:7}-ab.jsonl}
-mkdir -p "$DIR"
+OUT=${BENCH_AB_OUT:-build/bench/$(date -u +%Y-%m-%d)-${A:0:7}-${B:0:7}-ab.jsonl}
+mkdir -p "$DIR" "$(dirname "$OUT")"
 
 bench/deps.sh
 TOOLS="$DIR/tools"
@@ -76,3 +77,4 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 /usr/bin/python3 bench/lines.py compare "$OUT"
 echo "bench/ab.sh: lines in $OUT (bench/lines.py compare --all $OUT for every figure)" >&2
+/usr/bin/python3 bench/summarize.py "$OUT"
