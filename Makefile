@@ -65,7 +65,7 @@ run: build
 
 # A run that hangs is stopped after 15 minutes, with the tests still running and their threads' stacks.
 test: SWIFT_BUILD_FLAGS = $(TEST_SWIFT_FLAGS)
-test: build check-layering
+test: build check-layering check-bench-figures
 	$(SWIFT) build --scratch-path $(BUILD_DIR) --build-tests $(SWIFT_BUILD_FLAGS)
 	scripts/test-deadline.sh 900 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build
 	@$(MAKE) --no-print-directory test-python SWIFT_BUILD_FLAGS="$(SWIFT_BUILD_FLAGS)"
@@ -77,6 +77,14 @@ test: build check-layering
 check-layering:
 	@python3 scripts/check-layering.py --self-test >/dev/null || python3 scripts/check-layering.py --self-test
 	SWIFT=$(SWIFT) python3 scripts/check-layering.py
+
+# Fails when a figure the docs quote from a bench run is not in that run's summary in bench/results (or listed in
+# bench/figures-not-in-results.tsv with what it is), a summary is cited by no doc, raw lines are there, or
+# bench/results is 300 KiB or more (bench/README.md, "Raw lines and summaries"); its self-test first.
+.PHONY: check-bench-figures
+check-bench-figures:
+	@python3 scripts/check-bench-figures.py --self-test >/dev/null || python3 scripts/check-bench-figures.py --self-test
+	python3 scripts/check-bench-figures.py
 
 # The Python client (clients/python): the check that no Python modules import each other in a cycle; a virtual
 # environment made from Debian's /usr/bin/python3 under the build directory, with the pinned test tools; mypy --strict
