@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, List
 
-from accmon_dashboard.process import READ_SIZE, read_lines
+from accmon_dashboard.process import READ_SIZE, read_lines, stop_task
 
 
 def test_one_write_longer_than_a_read_is_one_batch(tmp_path: Path) -> None:
@@ -36,3 +36,27 @@ def test_one_write_longer_than_a_read_is_one_batch(tmp_path: Path) -> None:
     assert len(batches) == 2, [len(batch) for batch in batches]
     assert batches[0] == filler + pair
     assert batches[1] == [{"type": "status"}]
+
+
+def test_a_task_that_swallows_a_cancellation_is_stopped_all_the_same() -> None:
+    # What asyncio.wait_for does before Python 3.12 when the awaited read completes as the cancellation comes
+    # (gh-86296): the reader's task goes on reading. A single cancel then left the dashboard running after SIGTERM.
+    swallowed: List[int] = []
+
+    async def reader() -> None:
+        while True:
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed.append(1)
+
+    async def scenario() -> bool:
+        task = asyncio.ensure_future(reader())
+        await asyncio.sleep(0.05)
+        await asyncio.wait_for(stop_task(task, every=0.05), 5)
+        return task.cancelled()
+
+    assert asyncio.run(scenario())
+    assert swallowed == [1]

@@ -23,7 +23,7 @@ from .auth import AuthFileProblem, Credentials, load_credentials
 from .config import ConfigProblems, load
 from .hub import Hub
 from .model import Model
-from .process import AccmonNotFound, find_accmon
+from .process import AccmonNotFound, find_accmon, stop_task
 from .server import Dashboard, make_app
 from .settings import DEFAULT_CONFIG, FIELDS, Settings, SettingsProblem, parse_listen
 from .sources import FleetSource, LocalSource
@@ -148,18 +148,19 @@ async def _serve(settings: Settings, credentials: Optional[Credentials], accmon:
     except OSError:
         await runner.cleanup()
         raise
-    bound = _bound(runner, settings.listen)
-    log.info("serving %s on http://%s/ (credentials %s)", view, bound, "required" if credentials else "not required")
+    # The handlers are in place before the line that says the dashboard serves, which is what scripts wait for.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stop.set)
+    bound = _bound(runner, settings.listen)
+    log.info("serving %s on http://%s/ (credentials %s)", view, bound, "required" if credentials else "not required")
     reading = asyncio.ensure_future(source.run())
     await stop.wait()
     log.info("stopping")
-    reading.cancel()
     hub.close()
-    await asyncio.gather(reading, return_exceptions=True)
+    await stop_task(reading)
+    await source.stop_side_tasks()
     await runner.cleanup()
 
 

@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-__all__ = ["AccmonNotFound", "MAX_LINE", "find_accmon", "read_lines", "run_command"]
+__all__ = ["AccmonNotFound", "MAX_LINE", "find_accmon", "read_lines", "run_command", "stop_task"]
 
 #: The longest line read from a reader (a fleet line of 50 hosts of 100 accessories is about 3 MB).
 MAX_LINE = 256 << 20
@@ -166,3 +166,18 @@ async def _read_batches(process: "asyncio.subprocess.Process", on_batch: Callabl
                 except ValueError:
                     batch.append(None)
         on_batch(batch)
+
+
+async def stop_task(task: "asyncio.Future[Any]", every: float = 0.5) -> None:
+    """Cancels `task` and waits for it to end, cancelling it again every `every` seconds while it runs on.
+
+    One cancellation is not enough: before Python 3.12, ``asyncio.wait_for`` swallows a cancellation that comes as
+    the awaited read completes (gh-86296), and a reader task that lost its cancellation that way read on for good,
+    so that the dashboard never exited on SIGTERM. Whatever `task` raised is not raised here.
+    """
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=every)
+    if not task.cancelled():
+        task.exception()  # retrieved, so that asyncio does not report it as never retrieved
+

@@ -13,7 +13,7 @@ import time
 from typing import Any, Callable, List, Optional
 
 from .model import Model
-from .process import read_lines, run_command
+from .process import read_lines, run_command, stop_task
 from .records import Delta
 from .settings import Settings
 
@@ -68,6 +68,9 @@ class _Source:
 
     def on_message(self, text: str) -> None:
         log.info("%s: %s", self.name, text)
+
+    async def stop_side_tasks(self) -> None:
+        """Stops what the source started beside its reader (after the task running ``run`` has ended)."""
 
     async def run(self) -> None:
         """Runs the reader again and again, until cancelled."""
@@ -149,6 +152,10 @@ class LocalSource(_Source):
 
     def after_run(self, reason: str) -> None:
         self.publish(self.model.local_offline(self.host, reason))
+
+    async def stop_side_tasks(self) -> None:
+        if self._history is not None:
+            await stop_task(self._history)
 
     async def load_history(self) -> None:
         """Adds the host's recent history to the events (``accmon history --json --limit N``)."""
