@@ -13,8 +13,9 @@ import Testing
 @Suite struct HistoryWriterTests {
     /// Random records handed over in random bursts, some with their accessory object's bytes, enough for several
     /// compactions of a small ring. After each burst, and at the end, the file holds the lines `HistoryFile` writes
-    /// for the newest entries (at least `capacity`, at most twice as many: a compaction comes past twice) and the
-    /// reservations; at the end it starts with the header and ends with the last number reserved.
+    /// for the newest entries (at least `capacity`; at the end at most twice as many, and after a burst at most one
+    /// burst more: the compaction follows the append that passes twice) and the reservations; at the end it starts
+    /// with the header and ends with the last number reserved.
     @Test func theFileIsTheNewestEntriesWhateverTheCompactions() throws {
         let seed = SplitMix64.testSeed()
         var random = SplitMix64(seed: seed)
@@ -40,7 +41,9 @@ import Testing
                 writer.take(record, accessoryObject: object)
             }
             let lines = try Self.entryLines(in: descriptor, endingWith: UInt64(records.count))
-            #expect(lines.count >= min(capacity, records.count) && lines.count <= 2 * capacity)
+            // Seen between two writes, the file may hold one burst past twice the ring: the writer appends a batch,
+            // then compacts when the file holds more than twice the ring.
+            #expect(lines.count >= min(capacity, records.count) && lines.count <= 3 * capacity, "\(lines.count) lines")
             #expect(lines == Self.entryLines(Array(records.suffix(lines.count))), "ACCMON_TEST_SEED=\(seed)")
         }
         #expect(writer.finish(lastSeq: UInt64(records.count)))
