@@ -30,10 +30,12 @@ struct TestDeadlineTests {
         let ownGroup = "import os, sys; os.setpgid(0, 0); os.execvp('sleep', ['sleep', sys.argv[1]])"
         let run = try ChildProcess(
             URL(fileURLWithPath: "/bin/bash"),
-            [Self.script.path, "2", "/usr/bin/python3", "-c", ownGroup, duration], name: "deadline",
+            [Self.script.path, "8", "/usr/bin/python3", "-c", ownGroup, duration], name: "deadline",
             directory: directory)
-        #expect(await eventually { !pids(running: ["sleep", duration]).isEmpty })
-        #expect(await run.waitForExit(timeout: .seconds(20)) == .exited(124))
+        // A deadline long enough for Python to start and exec under a loaded CI machine (2 s was not: the run was
+        // stopped before the sleep was there to be seen), and the sleep seen before it.
+        #expect(await eventually(interval: .milliseconds(50)) { !pids(running: ["sleep", duration]).isEmpty })
+        #expect(await run.waitForExit(timeout: .seconds(30)) == .exited(124))
         #expect(
             await eventually(timeout: .seconds(5)) { pids(running: ["sleep", duration]).isEmpty },
             "the process in a group of its own outlived the deadline")
