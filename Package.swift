@@ -140,7 +140,7 @@ let package = Package(
             name: "AccmondKitTests",
             dependencies: [
                 "AccmondKit", "AccmonDevices", "AccmonLogging", "AccmonManifest", "AccmonProtocol", "AccmonSys",
-                "AccmonTestSupport",
+                "AccmonSystemd", "AccmonTestSupport",
             ],
             swiftSettings: strictSettings),
         .testTarget(

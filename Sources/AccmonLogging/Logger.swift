@@ -245,6 +245,10 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
     public static let nodeChange = LogMessageID("8b9bd0be8bb04e6eafcca9fe1a13b197")
     /// accmon-nodes refused a client or a request.
     public static let nodeRefusal = LogMessageID("8f6cb048d10a434ca14efe3950efaa6d")
+    /// accmond's connection to the system bus: connected, its name owned, lost, reconnecting.
+    public static let bus = LogMessageID("2ab4095702014689988cff2ee0c36c6a")
+    /// A bus peer's call or subscription: refused, a subscriber that does not acknowledge, a peer gone.
+    public static let busPeer = LogMessageID("a21e2d4165214438875448fa2ebd46e2")
 
     /// Every kind, for the docs and the tests.
     public static let all: [(name: String, id: LogMessageID)] = [
@@ -261,6 +265,6 @@ public struct LogMessageID: Sendable, Hashable, CustomStringConvertible {
         ("bridgeReconciliation", bridgeReconciliation), ("configuration", configuration), ("unitJob", unitJob),
         ("relaunch", relaunch), ("claimGranted", claimGranted), ("claimReleased", claimReleased),
         ("claimContention", claimContention), ("claimBroken", claimBroken), ("claimEnforcement", claimEnforcement),
-        ("nodeChange", nodeChange), ("nodeRefusal", nodeRefusal),
+        ("nodeChange", nodeChange), ("nodeRefusal", nodeRefusal), ("bus", bus), ("busPeer", busPeer),
     ]
 }

@@ -251,12 +251,24 @@ public struct SessionStatus: Codable, Sendable, Hashable {
     public var outboundBytes: Int
     /// Seconds since the client last sent a request or took bytes from its socket.
     public var idleSeconds: Double
+    /// How the client reaches the daemon: the socket, or a subscription on the system bus; absent from daemons
+    /// without the bus (then the socket).
+    public var transport: Transport?
+
+    /// How a session's client reaches the daemon.
+    public enum Transport: String, Codable, Sendable, Hashable {
+        /// A connection to the daemon's Unix socket.
+        case socket
+        /// A subscription object on the system bus (`org.accmon.Accmon1.Manager.Subscribe`).
+        case bus
+    }
 
     /// Creates a session status.
     public init(
         sessionID: String, clientName: String, pid: Int32, uid: UInt32, state: State, suspendedBecause: String,
-        subscribed: Bool, queuedEvents: Int, outboundBytes: Int, idleSeconds: Double
+        subscribed: Bool, queuedEvents: Int, outboundBytes: Int, idleSeconds: Double, transport: Transport? = nil
     ) {
+        self.transport = transport
         self.sessionID = sessionID
         self.clientName = clientName
         self.pid = pid

@@ -10,6 +10,11 @@ public struct SystemdBusError: Error, Sendable, Hashable, CustomStringConvertibl
     public var message: String
 
     public var description: String { name.isEmpty ? message : "\(name): \(message)" }
+
+    public init(name: String, message: String) {
+        self.name = name
+        self.message = message
+    }
 }
 
 /// A `JobRemoved` signal of systemd's manager: a job ended with `result` (`done`, `canceled`, `timeout`, `failed`,

@@ -55,6 +55,9 @@ public struct DaemonConfiguration: Sendable {
     public var claimGraceSeconds: Double = 30
     /// After a restart, how long claim holders and waiters have to come back with their tokens.
     public var claimReclaimSeconds: Double = 30
+    /// Whether accmond serves `org.accmon.Accmon1` on the system bus (`--dbus`; docs/DBUS.md), from a thread of its
+    /// own. The bus's address is libsystemd's: `DBUS_SYSTEM_BUS_ADDRESS`, else `/run/dbus/system_bus_socket`.
+    public var servesBus = false
 
     /// Creates a configuration.
     public init(

@@ -7,8 +7,9 @@ let defaults = DaemonConfiguration()
 let limits = DaemonLimits()
 
 let usage = """
-    Usage: accmond [--socket PATH] [--simulate] [--no-udev] [--log-level LEVEL] [--manifest PATH] [--manifest-dir DIR]
-                   [--state-dir PATH] [--restore-retention SECONDS] [--history-entries N] [CLAIMS] [LIMITS]
+    Usage: accmond [--socket PATH] [--dbus] [--simulate] [--no-udev] [--log-level LEVEL] [--manifest PATH]
+                   [--manifest-dir DIR] [--state-dir PATH] [--restore-retention SECONDS] [--history-entries N]
+                   [CLAIMS] [LIMITS]
 
     The accmon daemon: publishes accessory connect and disconnect events on a Unix socket.
 
@@ -16,6 +17,8 @@ let usage = """
       --socket PATH              listen here (default \(defaults.socketPath))
       --simulate                 enable the simulated event source driven by `accmon simulate`
       --no-udev                  do not watch udev (with --simulate: only simulated accessories)
+      --dbus                     also serve org.accmon.Accmon1 on the system bus (DBUS_SYSTEM_BUS_ADDRESS, else
+                                 /run/dbus/system_bus_socket; docs/DBUS.md)
       --log-level LEVEL          trace, debug, info, notice, warning, error or critical (default info)
       --manifest PATH            the manifest's main file (default \(defaults.manifestPath))
       --manifest-dir DIR         its drop-ins, *.json in name order (default \(defaults.manifestDirectory))
@@ -79,6 +82,7 @@ func parseInvocation(_ arguments: [String]) throws(UsageError) -> Invocation {
         case "--socket": configuration.socketPath = try cursor.value(for: argument)
         case "--simulate": configuration.simulate = true
         case "--no-udev": configuration.watchesUdev = false
+        case "--dbus": configuration.servesBus = true
         case "--log-level": configuration.logger.level = try cursor.choice(for: argument, of: LogLevel.self)
         case "--state-dir": configuration.stateDirectory = try cursor.value(for: argument)
         case "--manifest": configuration.manifestPath = try cursor.value(for: argument)

@@ -267,6 +267,7 @@ extension ClaimDesk {
             let update = ClaimUpdate(
                 connectionID: connection, accessoryID: accessory.accessoryID,
                 claim: book.holding[connection].flatMap { book.claims[$0] }.map { summary(of: $0, world) })
+            state.bus?.claimChanged(connection, verdict: verdict, claim: update.claim)
             var line: [UInt8]?
             for session in state.sessions.all
             where session.subscription?.claims == true

@@ -112,8 +112,9 @@ extension BrokerLoop {
     }
 
     private func read(_ session: Session, hangup: Bool) {
+        guard let socket = session.socket else { return }
         let result = readBuffer.withUnsafeMutableBytes { buffer in
-            Result { () throws(Errno) -> Int in try session.descriptor.receive(into: buffer) }
+            Result { () throws(Errno) -> Int in try socket.receive(into: buffer) }
         }
         let count: Int
         do throws(Errno) {
@@ -142,6 +143,10 @@ extension BrokerLoop {
     /// Writes what the socket takes, then refills the outbound buffer from the session's queue (when it is not
     /// suspended by request) and handles waiting requests, while that makes progress.
     func flush(_ session: Session) {
+        guard session.socket != nil else {
+            state.bus?.flush(session)
+            return
+        }
         while true {
             let before = session.outbound.byteCount
             do throws(Errno) {
@@ -170,12 +175,13 @@ extension BrokerLoop {
 
     /// Watches for writability while output waits, and for readability while there is room for replies.
     private func updateInterest(_ session: Session) {
+        guard let socket = session.socket else { return }
         var wanted: Interest = []
         if !session.outboundIsFull && session.unhandled.isEmpty && !session.inputClosed { wanted.insert(.readable) }
         if !session.outbound.isEmpty { wanted.insert(.writable) }
         guard wanted != session.interest else { return }
         do {
-            try poller.modify(session.descriptor, interest: wanted, token: session.number)
+            try poller.modify(socket, interest: wanted, token: session.number)
             session.interest = wanted
         } catch {
             state.sessions.close(session, reason: "epoll_ctl: \(error)")

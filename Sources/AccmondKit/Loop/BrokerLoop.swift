@@ -92,6 +92,14 @@ final class BrokerLoop {
         }
         requests = RequestHandler(
             state: state, publisher: publisher, persistence: persistence, manifestLoader: loader)
+        if configuration.servesBus {
+            do {
+                state.bus = try BusFrontend(
+                    state: state, publisher: publisher, persistence: persistence, address: nil, wakeup: sink.wakeup)
+            } catch {
+                throw DaemonError(description: "accmond: bus thread: \(error)")
+            }
+        }
         state.claims?.resumeRequests = { [requests, state] session in
             requests.handlePendingLines(of: session)
             state.sessions.queueFlush(session)
@@ -175,6 +183,8 @@ final class BrokerLoop {
             }
             publisher.publishWaiting()
             for loaded in loadedManifests.take() { requests.manifestLoaded(loaded) }
+            // Bus calls after the socket's requests: both are served each turn, in the order their transports deliver.
+            state.bus?.turn()
             state.launcher?.turn()
             state.claims?.turn()
             // Replies that waited for the state on disk, before this turn's flush.
@@ -199,6 +209,7 @@ final class BrokerLoop {
         if let due = state.launcher?.nanosecondsUntilDue(now: now) { wait = min(wait ?? .max, due) }
         if let due = state.claims?.nanosecondsUntilDue(now: now) { wait = min(wait ?? .max, due) }
         if let held = state.sessions.heldUntil { wait = min(wait ?? .max, held > now ? held - now : 0) }
+        if let held = state.bus?.heldUntil { wait = min(wait ?? .max, held > now ? held - now : 0) }
         if listenerPaused { wait = min(wait ?? .max, listenerPausedUntil > now ? listenerPausedUntil - now : 0) }
         guard let wait else { return -1 }
         return Int32(min(wait / 1_000_000 + 1, 60_000))
@@ -210,6 +221,7 @@ final class BrokerLoop {
         state.sessions.flushPending { flush($0) }
         let freed = state.sessions.hasClosedSessions
         state.sessions.removeClosed { release($0) }
+        state.bus?.finishTurn()
         if listenerPaused && ((freed && listenerResumesOnFree) || monotonicNanoseconds() >= listenerPausedUntil) {
             resumeListener()
         }
@@ -238,10 +250,15 @@ final class BrokerLoop {
         try? poller.modify(listener, interest: .readable, token: Self.listenerToken)  // try?: as in pauseListener
     }
 
-    /// Closes a removed session's descriptor and keeps its session if it is restorable.
+    /// Closes a removed session's descriptor (a bus subscription's object goes) and keeps its session if it is
+    /// restorable.
     private func release(_ session: Session) {
-        poller.remove(session.descriptor)
-        session.descriptor.close()
+        if let socket = session.socket {
+            poller.remove(socket)
+            socket.close()
+        } else {
+            state.bus?.subscriptionRemoved(session)
+        }
         state.claims?.sessionClosed(session)
         persistence.preserveIfRestorable(session)
     }
@@ -274,13 +291,17 @@ final class BrokerLoop {
         poller.remove(sink.wakeup.descriptor)
         for source in loopDrivenSources { poller.remove(source.readinessDescriptor) }
         let goodbye = state.codec.encode(.shutdown(reason: "the daemon is shutting down"))
-        for session in state.sessions.all where !session.isClosing {
+        for session in state.sessions.all where !session.isClosing && session.socket != nil {
             session.queueOutput(goodbye)
             state.sessions.queueFlush(session)
         }
         let deadline = monotonicNanoseconds() + Self.shutdownGraceNanoseconds
         finishTurn()
-        while state.sessions.all.contains(where: { !$0.outbound.isEmpty }) && monotonicNanoseconds() < deadline {
+        // Socket clients take their goodbye; a bus subscription's buffer holds what its subscriber has not
+        // acknowledged, which no wait empties.
+        while state.sessions.all.contains(where: { $0.socket != nil && !$0.outbound.isEmpty })
+            && monotonicNanoseconds() < deadline
+        {
             let ready = (try? poller.wait(timeoutMilliseconds: 50)) ?? []  // try?: a failed wait just polls again
             for readiness in ready where readiness.token >= SessionTable.firstNumber {
                 if let session = state.sessions[readiness.token], readiness.writable || readiness.hangup {

@@ -22,6 +22,8 @@ final class BrokerState {
     var launcher: Launcher?
     /// Check-out: claims, the line of claimers, enforcement on the nodes (set by the loop once persistence exists).
     var claims: ClaimDesk?
+    /// accmond on the system bus (`--dbus`; set by the loop once the other parts exist).
+    var bus: BusFrontend?
 
     init(configuration: DaemonConfiguration, simulated: SimulatedEventSource?, history: History) {
         self.configuration = configuration

@@ -90,6 +90,7 @@ final class Publisher {
         announced.accessory = verdict.announced(event.accessory)
         announced.rejection = event.change == .connect ? verdict.rejection : nil
         let accounts = state.authorizer.accounts
+        state.bus?.accessoryPublished(announced, verdict: verdict, accounts: accounts)
         // The line is written once, when someone is to get it; the history's writer copies its accessory object.
         var encoded: (line: [UInt8], accessory: ArraySlice<UInt8>)?
         for session in state.sessions.all
@@ -132,12 +133,17 @@ final class Publisher {
         case .queued, .dropped: break
         case .overBudget:
             state.sessions.waitForBudget(session)
+            if session.busEndpoint != nil { state.sessions.queueFlush(session) }  // to tell it it is suspended
             state.logger.info(
                 .clientSlow, "output budget exceeded: suspending the client, which holds more than its share",
                 session.metadata.merging(["outbound.bytes": String(session.outbound.byteCount)]) { $1 })
         case .stoppedReading:
+            if session.busEndpoint != nil { state.sessions.queueFlush(session) }  // to tell it it is suspended
             state.logger.info(
-                .clientSlow, "client does not read: suspending it and queueing its events",
+                .clientSlow,
+                session.busEndpoint == nil
+                    ? "client does not read: suspending it and queueing its events"
+                    : "bus subscriber does not acknowledge its events: suspending it and queueing its events",
                 session.metadata.merging(["outbound.bytes": String(session.outbound.byteCount)]) { $1 })
         }
     }

@@ -46,6 +46,8 @@ extension Publisher {
                 state.logger.notice(
                     .accessoryRejected, "accessory rejected after reload: \(reason)", metadata(for: accessory))
             }
+            state.bus?.visibilityChanged(
+                accessory, before: before, oldAccounts: oldAccounts, after: after, accounts: accounts)
             var lost: [Session] = []
             var gained: [Session] = []
             for session in state.sessions.all {  // closing ones too: a kept session needs the event

@@ -53,7 +53,7 @@ extension RequestHandler {
             // Its previous connection hung up, and this turn has not read that yet (the loop serves the ready
             // connections in the order the kernel lists them): closed now, so that this hello reclaims it.
             if let holder = state.sessions.liveHolder(of: key), holder.unhandled.isEmpty,
-                holder.descriptor.peerHasClosed
+                holder.socket?.peerHasClosed == true
             {
                 state.sessions.close(holder, reason: "client closed the connection")
             }

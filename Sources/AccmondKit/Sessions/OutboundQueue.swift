@@ -41,6 +41,9 @@ struct OutboundQueue {
         return true
     }
 
+    /// Drops the oldest `count` bytes unwritten: a bus subscription's events, once acknowledged.
+    mutating func discard(_ count: Int) { consume(min(count, byteCount)) }
+
     private mutating func consume(_ count: Int) {
         var remaining = count
         byteCount -= count

@@ -10,6 +10,15 @@ struct RestoreKey: Hashable, Codable {
     var restoreID: String
 }
 
+/// The bus peer a subscription belonged to: its unique name is that peer's only on the bus of that id (names are
+/// reused after a dbus-daemon restart). A peer still on that bus gets its subscription back by itself when accmond
+/// is back on the bus.
+struct BusPeerIdentity: Codable, Sendable, Hashable {
+    var peer: String
+    var busID: String
+    var objectPath: String
+}
+
 /// A session whose client went away, kept for its restore id: it keeps recording events.
 struct PreservedSession {
     var clientName: String
@@ -18,6 +27,8 @@ struct PreservedSession {
     var memory: SessionMemory
     /// The unit registered for relaunch in the client's `hello`: started when an event is recorded while it is away.
     var relaunch: LaunchTemplate? = nil
+    /// For a bus subscription, its peer.
+    var bus: BusPeerIdentity? = nil
     /// When the client went away: monotonic (for expiry in this run) and wall clock (saved across restarts).
     var since: UInt64
     var sinceWallClock: Double

@@ -19,7 +19,17 @@ final class Subscription {
     }
 }
 
-/// One client connection, owned by the broker loop; its state changes through its own methods.
+/// How a session reaches its client: a connection to the Unix socket, or a subscription object on the system bus.
+/// One mechanism, two transports: both are sessions of the same table, with the same filter, queue, memory, restore
+/// ids and limits; only the way events leave differs.
+enum SessionTransport {
+    /// A client of the socket: requests and events are lines on this connection.
+    case socket(FileDescriptor)
+    /// A bus peer's subscription (`Manager.Subscribe`): events leave as `Events` signals to the peer.
+    case bus(BusEndpoint)
+}
+
+/// One client connection or bus subscription, owned by the broker loop; its state changes through its own methods.
 ///
 /// A session starts unsubscribed: nothing is sent to it but replies until it subscribes. Once subscribed it is
 /// live (events go straight to its outbound buffer) or suspended (events wait in its coalescing queue): suspended
@@ -35,7 +45,7 @@ final class Subscription {
 final class Session {
     /// The daemon-wide session number, also its poller token.
     let number: UInt64
-    let descriptor: FileDescriptor
+    let transport: SessionTransport
     /// The peer's credentials at connect time, when the kernel gave them.
     let peer: PeerCredentials?
     /// Who the client is, for what it may see and do.
@@ -96,17 +106,40 @@ final class Session {
     /// Whether the session closes at the end of this loop turn: nothing more is read, handled or written.
     @exclusivity(unchecked) private(set) var isClosing = false
 
-    init(
+    /// A client of the socket.
+    convenience init(
         number: UInt64, descriptor: FileDescriptor, peer: PeerCredentials?, outboundLimit: Int, budget: OutputBudget,
         now: UInt64
     ) {
+        self.init(
+            number: number, transport: .socket(descriptor), peer: peer,
+            principal: ClientPrincipal.of(descriptor, peer: peer), outboundLimit: outboundLimit, budget: budget,
+            now: now)
+    }
+
+    init(
+        number: UInt64, transport: SessionTransport, peer: PeerCredentials?, principal: ClientPrincipal?,
+        outboundLimit: Int, budget: OutputBudget, now: UInt64
+    ) {
         self.number = number
-        self.descriptor = descriptor
+        self.transport = transport
         self.peer = peer
-        self.principal = ClientPrincipal.of(descriptor, peer: peer)
+        self.principal = principal
         self.outbound = OutboundQueue(limit: outboundLimit)
         self.budget = budget
         self.lastActivity = now
+    }
+
+    /// The socket of a socket client; `nil` for a bus subscription.
+    var socket: FileDescriptor? {
+        if case .socket(let descriptor) = transport { return descriptor }
+        return nil
+    }
+
+    /// The bus end of a bus subscription; `nil` for a socket client.
+    var busEndpoint: BusEndpoint? {
+        if case .bus(let endpoint) = transport { return endpoint }
+        return nil
     }
 
     // MARK: What the client asked for
@@ -207,7 +240,7 @@ final class Session {
             return .overBudget
         }
         if outbound.fits(line) {
-            append(line)
+            append(line, event: event)
             return .written
         }
         queue.enqueue(event, payload: line)
@@ -216,12 +249,22 @@ final class Session {
     }
 
     /// Appends a reply (or any line that must go out whatever the bound: requests stop being handled while the
-    /// buffer is over it, which bounds replies).
-    func queueOutput(_ line: [UInt8]) { append(line) }
+    /// buffer is over it, which bounds replies). A bus subscription has no lines but its events: nothing is added.
+    func queueOutput(_ line: [UInt8]) {
+        guard busEndpoint == nil else { return }
+        append(line, event: nil)
+    }
 
-    private func append(_ line: [UInt8]) {
+    /// Appends an event whatever the bound: the events a restored session missed, which the socket's clients get as
+    /// lines queued the same way.
+    func queueEvent(_ event: AccessoryEvent, line: [UInt8]) { append(line, event: event) }
+
+    /// Appends to the outbound buffer; a bus subscription also keeps the event, to be posted at its flush. Its
+    /// buffer holds the events posted and not acknowledged (``acknowledgeBusEvents(through:)``) as well.
+    private func append(_ line: [UInt8], event: AccessoryEvent?) {
         outbound.append(line)
         budget.add(line.count)
+        if let event, let endpoint = busEndpoint { endpoint.unposted.append((event, line.count)) }
     }
 
     /// Moves queued events to the outbound buffer while they fit, unless the client asked to be suspended.
@@ -230,19 +273,52 @@ final class Session {
         guard !suspendedByRequest else { return false }
         let wasSuspended = isSuspended
         while let next = queue.first, outbound.fits(next.payload), budget.allows(holding: outbound.byteCount) {
-            append(next.payload)
+            append(next.payload, event: next.event)
             _ = queue.popFirst()
         }
         return wasSuspended && !isSuspended
     }
 
-    /// Writes what the socket takes.
+    /// Writes what the socket takes (a socket client's).
     /// - Throws: the socket's error (the client is gone).
     func flushOutput(now: UInt64) throws(Errno) {
+        guard let socket else { return }
         let before = outbound.byteCount
         defer { budget.add(outbound.byteCount - before) }
-        _ = try outbound.flush(to: descriptor)
+        _ = try outbound.flush(to: socket)
         if outbound.byteCount < before { lastActivity = now }
+    }
+
+    /// A bus subscription's events not yet posted to the bus, which now wait for their acknowledgement.
+    func takeUnpostedBusEvents() -> [AccessoryEvent] {
+        guard let endpoint = busEndpoint, !endpoint.unposted.isEmpty else { return [] }
+        defer {
+            endpoint.unacknowledged += endpoint.unposted.map { ($0.event.sequence, $0.bytes) }
+            endpoint.unposted.removeAll(keepingCapacity: true)
+        }
+        return endpoint.unposted.map(\.event)
+    }
+
+    /// A bus subscriber acknowledged every event up to `sequence`: they leave its buffer (and its memory's replay,
+    /// with a restore id). Returns whether anything left the buffer.
+    @discardableResult
+    func acknowledgeBusEvents(through sequence: UInt64, now: UInt64) -> Bool {
+        guard let endpoint = busEndpoint else { return false }
+        var bytes = 0
+        var count = 0
+        for entry in endpoint.unacknowledged {
+            guard entry.sequence <= sequence else { break }
+            bytes += entry.bytes
+            count += 1
+        }
+        endpoint.unacknowledged.removeFirst(count)
+        endpoint.acknowledged = max(endpoint.acknowledged, sequence)
+        _ = acknowledge(sequence)
+        guard bytes > 0 else { return false }
+        outbound.discard(bytes)
+        budget.add(-bytes)
+        lastActivity = now
+        return true
     }
 
     // MARK: The connection
@@ -294,8 +370,8 @@ final class Session {
     /// Whether a half-closed, unsubscribed session has nothing left to do.
     var isFinished: Bool { inputClosed && subscription == nil && outbound.isEmpty && unhandled.isEmpty }
 
-    /// The id the protocol shows, such as `s-7`.
-    var sessionID: String { "s-\(number)" }
+    /// The id the protocol shows, such as `s-7` (`b-7` for a bus subscription).
+    var sessionID: String { busEndpoint == nil ? "s-\(number)" : "b-\(number)" }
 
     /// The session as `status` shows it.
     func status(now: UInt64) -> SessionStatus {
@@ -304,7 +380,7 @@ final class Session {
             state: isSuspended ? .suspended : .live,
             suspendedBecause: suspendedByRequest ? "requested" : (queue.isEmpty ? "" : queuedBecause.rawValue),
             subscribed: subscription != nil, queuedEvents: queue.count, outboundBytes: outbound.byteCount,
-            idleSeconds: Double(now &- lastActivity) / 1e9)
+            idleSeconds: Double(now &- lastActivity) / 1e9, transport: busEndpoint == nil ? .socket : .bus)
     }
 
     /// Log metadata naming the client.
@@ -315,6 +391,10 @@ final class Session {
             metadata["client.uid"] = String(peer.uid)
         }
         if !clientName.isEmpty { metadata["client.name"] = clientName }
+        if let endpoint = busEndpoint {
+            metadata["bus.peer"] = endpoint.peer
+            metadata["bus.path"] = endpoint.objectPath
+        }
         if let restoreKey { metadata["restore.id"] = restoreKey.restoreID }
         return metadata
     }

@@ -38,6 +38,8 @@ struct PersistedState: Codable, Sendable, Equatable {
         var relaunch: String? = nil
         /// Whether the subscription asked for claims; absent in files of accmon without check-out.
         var claims: Bool? = nil
+        /// For a bus subscription, its peer; absent for the socket's sessions.
+        var bus: BusPeerIdentity? = nil
     }
 
     struct ReplayedEvent: Codable, Sendable, Equatable {
@@ -60,7 +62,7 @@ extension PersistedState {
 extension PersistedState.PreservedEntry {
     init(
         key: RestoreKey, clientName: String, gids: [UInt32], memory: SessionMemory, preservedAt: Double,
-        relaunch: LaunchTemplate? = nil
+        relaunch: LaunchTemplate? = nil, bus: BusPeerIdentity? = nil
     ) {
         self.init(
             uid: key.uid, gids: gids, restoreID: key.restoreID, clientName: clientName, filter: memory.filter,
@@ -68,7 +70,7 @@ extension PersistedState.PreservedEntry {
             replay: memory.replay.events.map {
                 PersistedState.ReplayedEvent(change: $0.change, seq: $0.sequence, accessory: $0.accessory)
             },
-            preservedAt: preservedAt, relaunch: relaunch?.name, claims: memory.claims ? true : nil)
+            preservedAt: preservedAt, relaunch: relaunch?.name, claims: memory.claims ? true : nil, bus: bus)
     }
 
     /// The memory, its replay re-encoded with `codec`.

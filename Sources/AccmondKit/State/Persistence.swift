@@ -85,7 +85,7 @@ final class Persistence {
         var entries = state.preserved.sessions.map { key, kept in
             PersistedState.PreservedEntry(
                 key: key, clientName: kept.clientName, gids: kept.principal?.gids ?? [], memory: kept.memory,
-                preservedAt: kept.sinceWallClock, relaunch: kept.relaunch)
+                preservedAt: kept.sinceWallClock, relaunch: kept.relaunch, bus: kept.bus)
         }
         // Live sessions with a restore id are saved as preserved: after a crash their clients come back to them.
         for session in state.sessions.all {
@@ -93,7 +93,7 @@ final class Persistence {
             entries.append(
                 PersistedState.PreservedEntry(
                     key: key, clientName: session.clientName, gids: session.principal?.gids ?? [], memory: memory,
-                    preservedAt: now, relaunch: session.relaunch))
+                    preservedAt: now, relaunch: session.relaunch, bus: session.busEndpoint?.identity))
         }
         let saved = PersistedState(
             sequenceCeiling: sequenceCeiling, connectionCeiling: connectionCeiling,
@@ -124,7 +124,7 @@ final class Persistence {
             let kept = PreservedSession(
                 clientName: entry.clientName, principal: ClientPrincipal(uid: entry.uid, gids: entry.gids),
                 memory: entry.memory(codec: state.codec), relaunch: entry.relaunch.flatMap(LaunchTemplate.init),
-                since: now &- UInt64(min(age, 1e9) * 1e9), sinceWallClock: entry.preservedAt)
+                bus: entry.bus, since: now &- UInt64(min(age, 1e9) * 1e9), sinceWallClock: entry.preservedAt)
             _ = state.preserved.preserve(kept, as: RestoreKey(uid: entry.uid, restoreID: entry.restoreID))
         }
         state.launcher?.restore(saved.launches ?? [])
@@ -139,7 +139,7 @@ final class Persistence {
         guard let key = session.restoreKey, let memory = session.memory else { return }
         let kept = PreservedSession(
             clientName: session.clientName, principal: session.principal, memory: memory, relaunch: session.relaunch,
-            since: monotonicNanoseconds(), sinceWallClock: wallClockSeconds())
+            bus: session.busEndpoint?.identity, since: monotonicNanoseconds(), sinceWallClock: wallClockSeconds())
         for dropped in state.preserved.preserve(kept, as: key) {
             let why =
                 dropped.uid == key.uid && state.preserved.count(of: key.uid) >= state.preserved.limitPerUser

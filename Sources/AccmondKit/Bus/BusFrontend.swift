@@ -1,0 +1,298 @@
+import AccmonLogging
+import AccmonProtocol
+import AccmonSys
+import AccmonSystemd
+
+/// A peer that called accmond on the bus, as the loop knows it.
+final class BusPeer {
+    let name: String
+    let credentials: BusCredentials
+    /// Who it is for the manifest: the same as a socket client with these ids.
+    let principal: ClientPrincipal
+    /// Whether it gets the object manager's signals (`InterfacesAdded`, `InterfacesRemoved`) and the accessories'
+    /// `PropertiesChanged`: once it called `GetManagedObjects`, or read an accessory object.
+    var watches = false
+    /// Its subscription objects.
+    var subscriptions: Set<String> = []
+
+    init(name: String, credentials: BusCredentials) {
+        self.name = name
+        self.credentials = credentials
+        var gids: [UInt32] = []
+        for gid in credentials.gids where !gids.contains(gid) { gids.append(gid) }
+        principal = ClientPrincipal(uid: credentials.uid, gids: gids)
+    }
+}
+
+/// accmond's bus service on the loop (docs/DBUS.md): it takes the calls the bus thread (``BusService``) hands over,
+/// answers them from the loop's state under the same manifest and limits as the socket's requests, and hands the
+/// thread the replies and signals to send, once per loop turn.
+///
+/// Bus subscriptions are sessions of the loop's ``SessionTable`` like the socket's clients (``SessionTransport/bus(_:)``):
+/// the same filter, coalescing queue, memory and restore ids, the same per-user limits. Every signal is sent to the
+/// peers that may see what it tells (unicast), never broadcast: a user never receives anything of an accessory the
+/// manifest hides from it.
+final class BusFrontend {
+    let state: BrokerState
+    let publisher: Publisher
+    let persistence: Persistence
+    let inbound: Mailbox<BusInbound>
+    private let service: BusService
+    /// What goes to the bus thread at the end of this turn, in order.
+    var outgoing: [BusOutbound] = []
+    /// The id of the bus while connected and the name owned.
+    private(set) var busID: String?
+    /// The peers that called, by unique name.
+    var peers: [String: BusPeer] = [:]
+    /// How many peers watch the accessories: zero makes an event cost the bus nothing.
+    var watcherCount = 0
+    /// The subscription sessions, by object path.
+    var subscriptions: [String: Session] = [:]
+    /// Calls that wait for their user to be back within its share of the loop, oldest first, and until when.
+    private var heldCalls: [BusCall] = []
+    private(set) var heldUntil: UInt64?
+    /// The most calls that may wait for their users' share; past it a call is refused.
+    static let maximumHeldCalls = 4096
+
+    init(state: BrokerState, publisher: Publisher, persistence: Persistence, address: String?, wakeup: WakeupEvent)
+        throws(Errno)
+    {
+        self.state = state
+        self.publisher = publisher
+        self.persistence = persistence
+        inbound = Mailbox(wakeup: wakeup)
+        service = try BusService(address: address, inbound: inbound, logger: state.logger)
+    }
+
+    var logger: Logger { state.logger }
+
+    // MARK: The loop's turn
+
+    /// Takes what the bus thread handed over: calls, peers gone, the connection's changes.
+    func turn() {
+        releaseHeldCalls()
+        for item in inbound.take() {
+            switch item {
+            case .connected(let busID, _): connected(busID)
+            case .disconnected(let reason): disconnected(reason)
+            case .call(let call): take(call)
+            case .peerLeft(let name): peerLeft(name)
+            case .peerPresent(let name, let credentials): peerPresent(name, credentials)
+            }
+        }
+    }
+
+    /// Hands the turn's replies and signals to the bus thread.
+    func finishTurn() {
+        guard !outgoing.isEmpty else { return }
+        service.post(outgoing)
+        outgoing.removeAll(keepingCapacity: true)
+    }
+
+    private func connected(_ busID: String) {
+        self.busID = busID
+        // Peers still on this bus get their subscriptions back by themselves (an accmond restart, a lost connection).
+        let names = Set(state.preserved.sessions.values.compactMap { $0.bus?.busID == busID ? $0.bus?.peer : nil })
+        if !names.isEmpty { outgoing.append(.probePeers(names.sorted())) }
+    }
+
+    private func disconnected(_ reason: String) {
+        busID = nil
+        for name in Array(peers.keys) { peerLeft(name, reason: "accmond's bus connection was lost: \(reason)") }
+        heldCalls.removeAll()
+        heldUntil = nil
+    }
+
+    /// A peer left the bus: its subscriptions end (those with a restore id are preserved).
+    func peerLeft(_ name: String, reason: String = "left the bus") {
+        guard let peer = peers.removeValue(forKey: name) else { return }
+        if peer.watches { watcherCount -= 1 }
+        for path in peer.subscriptions.sorted() {
+            if let session = subscriptions[path] { state.sessions.close(session, reason: "bus peer \(name) \(reason)") }
+        }
+    }
+
+    /// The peer that made `call`, known from now on.
+    func peer(of call: BusCall) -> BusPeer {
+        if let known = peers[call.sender] { return known }
+        let peer = BusPeer(name: call.sender, credentials: call.credentials)
+        peers[call.sender] = peer
+        if call.credentials.uid != 0 { state.claims?.names.warm(call.credentials.uid) }
+        return peer
+    }
+
+    /// Makes `peer` a watcher of the accessories.
+    func watch(_ peer: BusPeer) {
+        guard !peer.watches else { return }
+        peer.watches = true
+        watcherCount += 1
+    }
+
+    // MARK: Calls
+
+    /// Handles a call now, or holds it while its user is over its share of the loop (root excepted), as the
+    /// socket's requests are.
+    private func take(_ call: BusCall) {
+        let uid = call.credentials.uid
+        let share = state.sessions.loopShare
+        if uid != 0, share.isLimited, let until = share.heldUntil(uid, now: monotonicNanoseconds()) {
+            guard heldCalls.count < Self.maximumHeldCalls else {
+                fail(call, BusError(.limitReached, "\(call.member): too many calls wait for their users' share of accmond"))
+                return
+            }
+            heldCalls.append(call)
+            heldUntil = min(heldUntil ?? until, until)
+            return
+        }
+        handleCharged(call)
+    }
+
+    private func handleCharged(_ call: BusCall) {
+        let uid = call.credentials.uid
+        let limited = uid != 0 && state.sessions.loopShare.isLimited
+        let started = limited ? monotonicNanoseconds() : 0
+        handle(call)
+        if limited {
+            let now = monotonicNanoseconds()
+            state.sessions.loopShare.charge(uid, nanoseconds: now - started, now: now)
+        }
+    }
+
+    /// Handles the held calls whose users are back within their share, in order; the others wait on.
+    private func releaseHeldCalls() {
+        guard let until = heldUntil, until <= monotonicNanoseconds() else { return }
+        let waiting = heldCalls
+        heldCalls.removeAll()
+        heldUntil = nil
+        for call in waiting { take(call) }
+    }
+
+    /// Replies with `values` (made on the bus thread when `lazy`).
+    func reply(_ call: BusCall, _ values: [BusValue] = []) {
+        guard call.expectsReply else { return }
+        outgoing.append(.reply(callID: call.id, BusBody { values }))
+    }
+
+    /// Replies with values the bus thread makes (a large reply costs the loop nothing but the capture).
+    func reply(_ call: BusCall, made body: BusBody) {
+        guard call.expectsReply else { return }
+        outgoing.append(.reply(callID: call.id, body))
+    }
+
+    func fail(_ call: BusCall, _ error: BusError) {
+        guard call.expectsReply else { return }
+        outgoing.append(.error(callID: call.id, error))
+    }
+
+    /// A signal to `destinations`.
+    func signal(_ destinations: [String], path: String, interface: String, member: String, _ body: BusBody) {
+        guard !destinations.isEmpty else { return }
+        outgoing.append(.signal(destinations: destinations, path: path, interface: interface, member: member, body: body))
+    }
+
+    /// What kind of object `path` is for the caller, or `nil` when it is none the caller may see.
+    enum ObjectKind {
+        /// `/`, `/org`, `/org/accmon`: only introspection, naming the next element.
+        case ancestor(child: String)
+        case manager
+        case accessories
+        case accessory(ConnectionID)
+        case subscriptions
+        case subscription(Session)
+    }
+
+    private func objectKind(_ path: String, for peer: BusPeer) -> ObjectKind? {
+        switch path {
+        case "/": return .ancestor(child: "org")
+        case "/org": return .ancestor(child: "accmon")
+        case "/org/accmon": return .ancestor(child: "Accmon1")
+        case BusAPI.managerPath: return .manager
+        case BusAPI.accessoriesPath: return .accessories
+        case BusAPI.subscriptionsPath: return .subscriptions
+        default:
+            if let id = BusAPI.connectionID(ofPath: path) {
+                return isVisible(id, to: peer) ? .accessory(id) : nil
+            }
+            if let session = subscriptions[path], session.busEndpoint?.peer == peer.name { return .subscription(session) }
+            return nil
+        }
+    }
+
+    /// The interfaces of an object kind.
+    private func interfaces(of kind: ObjectKind) -> [BusInterfaceDescription] {
+        switch kind {
+        case .ancestor, .accessories, .subscriptions: [StandardBusInterfaces.introspectable, StandardBusInterfaces.peer]
+        case .manager: BusAPI.managerInterfaces
+        case .accessory: BusAPI.accessoryInterfaces
+        case .subscription: BusAPI.subscriptionInterfaces
+        }
+    }
+
+    /// Finds the object, interface and method, checks the arguments' types, then does what the call asks.
+    private func handle(_ call: BusCall) {
+        let peer = peer(of: call)
+        guard let kind = objectKind(call.path, for: peer) else {
+            fail(call, BusError(.unknownObject, "\(call.path): no such object"))
+            return
+        }
+        let available = interfaces(of: kind)
+        let interface: BusInterfaceDescription
+        if call.interface.isEmpty {
+            guard let found = available.first(where: { $0.method(call.member) != nil }) else {
+                fail(call, BusError(.unknownMethod, "\(call.path): no method \(call.member)"))
+                return
+            }
+            interface = found
+        } else {
+            guard let found = available.first(where: { $0.name == call.interface }) else {
+                fail(call, BusError(.unknownInterface, "\(call.path): no interface \(call.interface)"))
+                return
+            }
+            interface = found
+        }
+        guard let method = interface.method(call.member) else {
+            fail(call, BusError(.unknownMethod, "\(interface.name): no method \(call.member)"))
+            return
+        }
+        guard call.signature == method.callSignature else {
+            fail(
+                call,
+                BusError(
+                    .invalidArguments,
+                    "\(interface.name).\(method.name): takes arguments of type '\(method.callSignature)', not"
+                        + " '\(call.signature)'"))
+            return
+        }
+        switch (interface.name, method.name) {
+        case ("org.freedesktop.DBus.Introspectable", "Introspect"): introspect(call, kind, peer, available)
+        case ("org.freedesktop.DBus.Peer", _): reply(call)  // sd-bus answers Ping and GetMachineId itself
+        case ("org.freedesktop.DBus.Properties", let member): properties(call, member, kind, peer, available)
+        case ("org.freedesktop.DBus.ObjectManager", "GetManagedObjects"): managedObjects(call, peer)
+        case (BusAPI.managerInterface, "Subscribe"): subscribe(call, peer)
+        case (BusAPI.subscriptionInterface, let member):
+            guard case .subscription(let session) = kind else { return }
+            subscriptionCall(call, member, session)
+        default:
+            fail(call, BusError(.unknownMethod, "\(interface.name): no method \(call.member)"))
+        }
+    }
+
+    /// Answers `Introspect`: the object's interfaces and the children the caller may see.
+    private func introspect(_ call: BusCall, _ kind: ObjectKind, _ peer: BusPeer, _ available: [BusInterfaceDescription]) {
+        let children: [String]
+        switch kind {
+        case .ancestor(let child): children = [child]
+        case .manager: children = ["accessories", "subscriptions"]
+        case .accessories:
+            watch(peer)
+            children = visibleAccessories(for: peer).accessories.map { String($0.connectionID.rawValue) }
+        case .subscriptions:
+            children = peer.subscriptions.sorted().map { String($0.dropFirst(BusAPI.subscriptionsPath.count + 1)) }
+        case .accessory:
+            watch(peer)
+            children = []
+        case .subscription: children = []
+        }
+        reply(call, [.string(BusInterfaceDescription.document(interfaces: available, children: children))])
+    }
+}

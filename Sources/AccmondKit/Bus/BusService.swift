@@ -1,0 +1,229 @@
+import AccmonLogging
+import AccmonSys
+import AccmonSystemd
+import Glibc
+import Synchronization
+
+/// accmond on the system bus: a thread of its own, `accmond-bus`, owns the connection (sd-bus), the name
+/// `org.accmon.Accmon1` and every bus message; the loop only ever posts and takes plain values, so a bus that is
+/// slow, full or gone never holds up the loop (docs/DBUS.md, "Threads").
+///
+/// Incoming method calls go to the loop with their sender's credentials, which the thread asks the bus driver for at
+/// the sender's first call (`GetConnectionCredentials`: `UnixUserID`, `UnixGroupIDs`, `ProcessID`) and forgets when
+/// the sender leaves the bus. What the loop posts (replies, signals) is sent in the order posted. A connection that
+/// is lost, or whose messages to send pile up past ``maximumQueuedMessages`` (the bus stopped reading), is closed
+/// and made again after a pause (1 s doubling to 30 s); the loop is told, so that it treats every peer as gone.
+final class BusService: Sendable {
+    /// Messages sd-bus may hold unsent before the connection counts as stuck.
+    static let maximumQueuedMessages: UInt64 = 65_536
+    private let address: String?
+    private let inbound: Mailbox<BusInbound>
+    private let outbox = Mutex<[BusOutbound]>([])
+    private let wakeup: WakeupEvent
+    private let logger: Logger
+
+    /// Starts the thread, which connects at once. `address` nil: the system bus (`DBUS_SYSTEM_BUS_ADDRESS`, else
+    /// `/run/dbus/system_bus_socket`).
+    init(address: String?, inbound: Mailbox<BusInbound>, logger: Logger) throws(Errno) {
+        self.address = address
+        self.inbound = inbound
+        self.logger = logger
+        wakeup = try WakeupEvent()
+        try startThread(name: "accmond-bus") { [self] in run() }
+    }
+
+    /// Queues messages for the thread, in order. Safe from any thread.
+    func post(_ items: [BusOutbound]) {
+        guard !items.isEmpty else { return }
+        outbox.withLock { $0 += items }
+        wakeup.signal()
+    }
+
+    // MARK: The thread
+
+    /// The thread's state: the connection and what belongs to it.
+    private final class Link {
+        let connection: BusConnection
+        let busID: String
+        /// Calls waiting for the loop's answer, by the id the loop was given.
+        var calls: [UInt64: BusMessage] = [:]
+        /// Credentials of the peers that called, by unique name.
+        var peers: [String: BusCredentials] = [:]
+
+        init(_ connection: BusConnection, busID: String) {
+            self.connection = connection
+            self.busID = busID
+        }
+    }
+
+    private func run() {
+        var link: Link?
+        var nextCallID: UInt64 = 1
+        var pause: Int32 = 1000
+        var retryAt: UInt64 = 0
+        while true {
+            if link == nil, monotonicNanoseconds() >= retryAt {
+                do {
+                    link = try connect()
+                    pause = 1000
+                } catch {
+                    logger.warning(
+                        .bus, "bus: cannot serve \(BusAPI.serviceName) on \(address ?? "the system bus"): \(error);"
+                            + " trying again in \(pause / 1000) s")
+                    retryAt = monotonicNanoseconds() + UInt64(pause) * 1_000_000
+                    pause = min(pause * 2, 30_000)
+                }
+            }
+            var waits = [pollfd(fd: wakeup.descriptor.rawValue, events: Int16(POLLIN), revents: 0)]
+            var timeout: Int32 = -1
+            if let link {
+                waits.append(pollfd(fd: link.connection.descriptor.rawValue, events: link.connection.pollEvents, revents: 0))
+                timeout = link.connection.millisecondsUntilTimeout() ?? -1
+            } else {
+                let now = monotonicNanoseconds()
+                timeout = retryAt > now ? Int32(min((retryAt - now) / 1_000_000 + 1, 30_000)) : 0
+            }
+            _ = waits.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeout) }
+            wakeup.drain()
+            let items = outbox.withLock { pending in
+                defer { pending = [] }
+                return pending
+            }
+            guard let current = link else {
+                // No connection: what the loop sends meanwhile is for peers that are gone.
+                continue
+            }
+            var received: [BusInbound] = []
+            do {
+                try send(items, on: current, answers: &received)
+                try receive(on: current, into: &received, nextCallID: &nextCallID)
+                if let queued = current.connection.queuedWriteCount, queued > Self.maximumQueuedMessages {
+                    throw SystemdBusError(
+                        name: "", message: "\(queued) messages wait to be written: the bus does not read from accmond")
+                }
+            } catch {
+                logger.warning(.bus, "bus: connection lost: \(error); connecting again in \(pause / 1000) s")
+                received.append(.disconnected(reason: "\(error)"))
+                link = nil
+                retryAt = monotonicNanoseconds() + UInt64(pause) * 1_000_000
+            }
+            if !received.isEmpty { inbound.post(received) }
+        }
+    }
+
+    /// Connects, learns the bus's id, asks for `NameOwnerChanged` of departing peers, and takes the name.
+    private func connect() throws(SystemdBusError) -> Link {
+        let connection = try BusConnection(address: address)
+        guard case .string(let busID)? = try connection.callDriver("GetId", []).first else {
+            throw SystemdBusError(name: "", message: "GetId: no id in the reply")
+        }
+        // One rule for every name that loses its owner: a peer that leaves (its unique name's owner becomes "").
+        let rule =
+            "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+            + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''"
+        _ = try connection.callDriver("AddMatch", [.string(rule)])
+        try connection.requestName(BusAPI.serviceName)
+        let link = Link(connection, busID: busID)
+        logger.notice(
+            .bus, "bus: serving \(BusAPI.serviceName) as \(connection.uniqueName) on \(address ?? "the system bus")",
+            ["bus.id": busID])
+        inbound.post([.connected(busID: busID, uniqueName: connection.uniqueName)])
+        return link
+    }
+
+    /// Sends what the loop posted, in order. A reply to a call the connection no longer knows is dropped.
+    private func send(_ items: [BusOutbound], on link: Link, answers: inout [BusInbound]) throws(SystemdBusError) {
+        let connection = link.connection
+        for item in items {
+            switch item {
+            case .reply(let id, let values):
+                guard let call = link.calls.removeValue(forKey: id) else { continue }
+                let reply = try connection.methodReturn(to: call)
+                try reply.append(values.make())
+                try connection.send(reply)
+            case .error(let id, let error):
+                guard let call = link.calls.removeValue(forKey: id) else { continue }
+                try connection.send(connection.methodError(to: call, name: error.busName, message: error.message))
+            case .signal(let destinations, let path, let interface, let member, let body):
+                guard !destinations.isEmpty else { continue }
+                let values = body.make()
+                for destination in destinations {
+                    let signal = try connection.signal(
+                        path: path, interface: interface, member: member, destination: destination)
+                    try signal.append(values)
+                    try connection.send(signal)
+                }
+            case .probePeers(let names):
+                for name in names {
+                    if let credentials = credentials(of: name, on: link) {
+                        answers.append(.peerPresent(name, credentials))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes what arrived: method calls (with their sender's credentials) and departures.
+    private func receive(on link: Link, into received: inout [BusInbound], nextCallID: inout UInt64)
+        throws(SystemdBusError)
+    {
+        let connection = link.connection
+        while let message = try connection.next() {
+            switch message.kind {
+            case .methodCall:
+                guard let sender = message.sender else { continue }
+                guard let credentials = credentials(of: sender, on: link) else {
+                    if message.expectsReply {
+                        let error = BusError(
+                            .noCredentials, "\(message.member ?? "call"): the bus did not say who \(sender) is")
+                        try connection.send(connection.methodError(to: message, name: error.busName, message: error.message))
+                    }
+                    continue
+                }
+                let arguments: [BusValue]
+                do {
+                    arguments = try message.readArguments()
+                } catch {
+                    if message.expectsReply {
+                        let refusal = BusError(.invalidArguments, "\(message.member ?? "call"): \(error)")
+                        try connection.send(
+                            connection.methodError(to: message, name: refusal.busName, message: refusal.message))
+                    }
+                    continue
+                }
+                let id = nextCallID
+                nextCallID += 1
+                if message.expectsReply { link.calls[id] = message }
+                received.append(
+                    .call(
+                        BusCall(
+                            id: id, sender: sender, credentials: credentials, path: message.path ?? "",
+                            interface: message.interface ?? "", member: message.member ?? "",
+                            signature: message.signature, arguments: arguments, expectsReply: message.expectsReply)))
+            case .signal:
+                if message.isSignal("org.freedesktop.DBus", "NameOwnerChanged"),
+                    case .string(let name)? = try? message.readArguments().first,  // try?: a malformed one is ignored
+                    link.peers.removeValue(forKey: name) != nil
+                {
+                    received.append(.peerLeft(name))
+                } else if message.isSignal("org.freedesktop.DBus", "NameLost"),
+                    case .string(let name)? = try? message.readArguments().first, name == BusAPI.serviceName  // try?: as above
+                {
+                    throw SystemdBusError(name: "", message: "lost the name \(BusAPI.serviceName)")
+                }
+            default:
+                continue
+            }
+        }
+    }
+
+    /// The peer's credentials, from the cache or the bus driver; `nil` when it is not on the bus (any more).
+    private func credentials(of name: String, on link: Link) -> BusCredentials? {
+        if let known = link.peers[name] { return known }
+        guard let reply = try? link.connection.callDriver("GetConnectionCredentials", [.string(name)]),  // try?: gone
+            let entries = reply.first?.stringKeyedEntries, let credentials = BusCredentials(driverReply: entries)
+        else { return nil }
+        link.peers[name] = credentials
+        return credentials
+    }
+}

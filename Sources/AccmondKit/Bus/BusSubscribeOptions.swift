@@ -1,0 +1,88 @@
+import AccmonProtocol
+import AccmonSystemd
+
+/// The options of `Manager.Subscribe(a{sv})`, checked; pure. The filter's parts are the protocol's `subscribe`
+/// filter (docs/PROTOCOL.md), `restore-id` its `hello`'s restore id.
+struct BusSubscribeOptions: Sendable, Hashable {
+    var filter = AccessoryFilter.all
+    var restoreID: String?
+    /// The name `accmon status` shows for the subscriber.
+    var clientName: String?
+
+    /// Every option, with its type, for the error that names an unknown one.
+    static let known: [(name: String, signature: String)] = [
+        ("kind", "s"), ("vendor-id", "s"), ("product-id", "s"), ("protocol", "s"), ("restore-id", "s"),
+        ("client-name", "s"),
+    ]
+
+    init() {}
+
+    /// Reads the options of an `a{sv}`.
+    /// - Throws: ``BusError/Name/invalidOption`` naming the option and what is wrong with it.
+    init(_ value: BusValue) throws(BusError) {
+        guard let entries = value.stringKeyedEntries else {
+            throw BusError(.invalidArguments, "Subscribe: options: expected an a{sv}, not '\(value.signature)'")
+        }
+        var seen: Set<String> = []
+        for (key, option) in entries {
+            guard let expected = Self.known.first(where: { $0.name == key })?.signature else {
+                throw BusError(
+                    .invalidOption,
+                    "Subscribe: options: unknown option '\(key)' (known: \(Self.known.map(\.name).joined(separator: ", ")))")
+            }
+            guard seen.insert(key).inserted else {
+                throw BusError(.invalidOption, "Subscribe: options: '\(key)' is given twice")
+            }
+            guard option.signature == expected, let text = option.text else {
+                throw BusError(
+                    .invalidOption, "Subscribe: options: '\(key)' must be of type '\(expected)', not '\(option.signature)'")
+            }
+            try take(key, text)
+        }
+    }
+
+    private mutating func take(_ key: String, _ text: String) throws(BusError) {
+        switch key {
+        case "kind":
+            guard let kind = AccessoryKind(rawValue: text) else {
+                let kinds = AccessoryKind.allCases.map(\.rawValue).joined(separator: ", ")
+                throw BusError(.invalidOption, "Subscribe: options: kind: '\(text)' is none of \(kinds)")
+            }
+            filter.kind = kind
+        case "vendor-id", "product-id":
+            guard (1...4).contains(text.utf8.count), text.utf8.allSatisfy(\.isHexDigit) else {
+                throw BusError(.invalidOption, "Subscribe: options: \(key): '\(text)' is not 1 to 4 hex digits")
+            }
+            if key == "vendor-id" { filter.vendorID = text } else { filter.productID = text }
+        case "protocol":
+            guard !text.isEmpty else { throw BusError(.invalidOption, "Subscribe: options: protocol: empty") }
+            filter.protocolString = text
+        case "restore-id":
+            guard !text.isEmpty else { throw BusError(.invalidOption, "Subscribe: options: restore-id: empty") }
+            guard text.utf8.count <= DaemonLimits.restoreIDBytes else {
+                throw BusError(
+                    .invalidOption,
+                    "Subscribe: options: restore-id: \(text.utf8.count) bytes, longer than \(DaemonLimits.restoreIDBytes)")
+            }
+            restoreID = text
+        default:
+            clientName = String(text.prefix(128))
+        }
+    }
+
+    /// The filter as the subscription object's `Filter` property shows it.
+    static func properties(of filter: AccessoryFilter) -> BusValue {
+        var entries: [(String, BusValue)] = []
+        if let kind = filter.kind { entries.append(("kind", .string(kind.rawValue))) }
+        if let vendorID = filter.vendorID { entries.append(("vendor-id", .string(vendorID))) }
+        if let productID = filter.productID { entries.append(("product-id", .string(productID))) }
+        if let protocolString = filter.protocolString { entries.append(("protocol", .string(protocolString))) }
+        return .vardict(entries)
+    }
+}
+
+extension UInt8 {
+    fileprivate var isHexDigit: Bool {
+        (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self)
+    }
+}

@@ -1,0 +1,83 @@
+import AccmonSys
+import AccmonSystemd
+
+/// Who a bus peer is, as the bus driver says (`GetConnectionCredentials`): its uid, its groups and its process.
+struct BusCredentials: Sendable, Hashable {
+    var uid: UInt32
+    /// The primary group first when the bus gives it, then the supplementary ones (`UnixGroupIDs`).
+    var gids: [UInt32]
+    var pid: Int32
+
+    /// From the driver's `a{sv}`; `nil` without `UnixUserID`.
+    init?(driverReply entries: [(key: String, value: BusValue)]) {
+        var uid: UInt32?
+        var gids: [UInt32] = []
+        var pid: Int32 = 0
+        for (key, value) in entries {
+            switch (key, value) {
+            case ("UnixUserID", .uint32(let number)): uid = number
+            case ("ProcessID", .uint32(let number)): pid = Int32(bitPattern: number)
+            case ("UnixGroupIDs", .array(_, let items)):
+                for case .uint32(let gid) in items where !gids.contains(gid) { gids.append(gid) }
+            default: break
+            }
+        }
+        guard let uid else { return nil }
+        self.uid = uid
+        self.gids = gids
+        self.pid = pid
+    }
+
+    init(uid: UInt32, gids: [UInt32], pid: Int32) {
+        self.uid = uid
+        self.gids = gids
+        self.pid = pid
+    }
+}
+
+/// A method call to accmond, as the bus thread hands it to the loop: who called (by unique name and credentials),
+/// what, and with what arguments. The loop answers it by its ``id`` with a ``BusOutbound``.
+struct BusCall: Sendable {
+    var id: UInt64
+    var sender: String
+    var credentials: BusCredentials
+    var path: String
+    var interface: String
+    var member: String
+    var signature: String
+    var arguments: [BusValue]
+    /// Whether the caller waits for a reply (no `NO_REPLY_EXPECTED` flag).
+    var expectsReply: Bool
+}
+
+/// What the bus thread tells the loop.
+enum BusInbound: Sendable {
+    /// Connected, and the name is owned; `busID` is the bus's id (`GetId`), which tells a restarted bus from the one
+    /// before (unique names are reused after a dbus-daemon restart).
+    case connected(busID: String, uniqueName: String)
+    /// The connection was lost or given up: every peer is gone.
+    case disconnected(reason: String)
+    case call(BusCall)
+    /// A peer that called accmond left the bus (`NameOwnerChanged` with no new owner).
+    case peerLeft(String)
+    /// An answer to ``BusOutbound/probePeers(_:)``: the peer is on the bus, with these credentials.
+    case peerPresent(String, BusCredentials)
+}
+
+/// The arguments of a reply or a signal, made on the bus thread when it sends them: the loop hands over the values
+/// it needs (an accessory is a reference) and never builds D-Bus values of a size that grows with the fleet.
+struct BusBody: Sendable {
+    let make: @Sendable () -> [BusValue]
+    init(_ make: @escaping @Sendable () -> [BusValue]) { self.make = make }
+}
+
+/// What the loop tells the bus thread, in order: replies, signals, probes.
+enum BusOutbound: Sendable {
+    case reply(callID: UInt64, BusBody)
+    case error(callID: UInt64, BusError)
+    /// A signal to each of `destinations` (unicast), the same arguments for all.
+    case signal(destinations: [String], path: String, interface: String, member: String, body: BusBody)
+    /// Which of these unique names are on the bus now: each present one is answered with
+    /// ``BusInbound/peerPresent(_:_:)``.
+    case probePeers([String])
+}
