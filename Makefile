@@ -6,9 +6,11 @@ BUILD_DIR ?= .build
 DASHBOARD_APT_PACKAGES := python3-aiohttp chromium chromium-driver python3-selenium python3-prometheus-client
 # accmon.fleet, the Python client's optional part (claims across the fleet), and the claims bench: an MQTT 5 client.
 FLEET_APT_PACKAGES := python3-paho-mqtt
+# accmond on the system bus: its tests start a private dbus-daemon and drive it with busctl (systemd) and GLib (gi).
+DBUS_APT_PACKAGES := dbus systemd python3-gi
 APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev \
   python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl python3-fusepy acl $(DASHBOARD_APT_PACKAGES) \
-  $(FLEET_APT_PACKAGES)
+  $(FLEET_APT_PACKAGES) $(DBUS_APT_PACKAGES)
 DEBUG_BIN = $(BUILD_DIR)/debug
 # The package: built and tested under PACKAGE_DIR (release build, staging tree, cached minbase chroot).
 PACKAGE_DIR ?= build
@@ -20,8 +22,8 @@ DEB = $(PACKAGE_DIR)/accmon_$(VERSION)_amd64.deb
 PYTHON_DEB = $(PACKAGE_DIR)/python3-accmon_$(VERSION)_all.deb
 DASHBOARD_DEB = $(PACKAGE_DIR)/accmon-dashboard_$(VERSION)_all.deb
 
-.PHONY: all build deps deps-package deps-systemd-test run test test-python test-dashboard test-package test-systemd deb fuzz \
-  soak clean
+.PHONY: all build deps deps-package deps-systemd-test run test test-python test-dashboard test-dbus test-package test-systemd deb \
+  fuzz soak clean
 
 all: build
 
@@ -70,6 +72,7 @@ test: build check-layering check-bench-figures
 	scripts/test-deadline.sh 900 $(SWIFT) test --scratch-path $(BUILD_DIR) --skip-build
 	@$(MAKE) --no-print-directory test-python SWIFT_BUILD_FLAGS="$(SWIFT_BUILD_FLAGS)"
 	@$(MAKE) --no-print-directory test-dashboard SWIFT_BUILD_FLAGS="$(SWIFT_BUILD_FLAGS)"
+	@$(MAKE) --no-print-directory test-dbus SWIFT_BUILD_FLAGS="$(SWIFT_BUILD_FLAGS)"
 	@$(MAKE) --no-print-directory test-package test-systemd
 
 # Fails when a module dependency points the wrong way (docs/ARCHITECTURE.md, "Layers"); its self-test first.
@@ -123,6 +126,14 @@ $(FLEET_VENV)/installed: $(PYTHON_REQUIREMENTS)
 	/usr/bin/python3 -m venv --system-site-packages $(FLEET_VENV)
 	$(FLEET_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PYTHON_REQUIREMENTS)
 	touch $@
+
+# accmond on the system bus (docs/DBUS.md): a private dbus-daemon with the system bus's rules and the shipped policy,
+# the accmond built above with --dbus, and peers made of GLib (python3-gi) and busctl run as other users (Tests/dbus).
+# The fleet's environment serves: it sees Debian's packages (gi) and has the pinned test tools.
+.PHONY: test-dbus
+test-dbus: build $(FLEET_VENV)/installed
+	cd Tests/dbus && PYTHONDONTWRITEBYTECODE=1 ACCMON_BIN_DIR=$(abspath $(DEBUG_BIN)) \
+	  $(FLEET_VENV)/bin/python -m pytest -p no:cacheprovider
 
 .PHONY: test-python-fleet
 test-python-fleet: build $(FLEET_VENV)/installed

@@ -55,7 +55,8 @@ public final class BusMessage {
         for value in values { try append(value) }
     }
 
-    private func append(_ value: BusValue) throws(SystemdBusError) {
+    /// Appends one value.
+    public func append(_ value: BusValue) throws(SystemdBusError) {
         let result: Int32
         switch value {
         case .byte(var byte): result = sd_bus_message_append_basic(pointer, Self.code("y"), &byte)
@@ -98,7 +99,35 @@ public final class BusMessage {
         guard result >= 0 else { throw Self.failure("appending a '\(value.signature)'", result) }
     }
 
-    private func container(_ type: Character, _ contents: String, _ body: () throws(SystemdBusError) -> Void)
+    /// Appends a string (`s`). A string with a NUL character is cut there: D-Bus strings cannot hold one.
+    public func append(string: String) throws(SystemdBusError) {
+        let result = string.withCString { sd_bus_message_append_basic(pointer, Self.code("s"), $0) }
+        guard result >= 0 else { throw Self.failure("appending a 's'", result) }
+    }
+
+    /// Appends an object path (`o`).
+    public func append(objectPath: String) throws(SystemdBusError) {
+        let result = objectPath.withCString { sd_bus_message_append_basic(pointer, Self.code("o"), $0) }
+        guard result >= 0 else { throw Self.failure("appending a 'o'", result) }
+    }
+
+    /// Appends a value of a fixed-size type (`y`, `n`, `q`, `i`, `u`, `x`, `t`, `d`) given as its Swift type.
+    public func append<T: FixedWidthInteger & BitwiseCopyable>(_ number: T, type: Character) throws(SystemdBusError) {
+        var value = number
+        let result = sd_bus_message_append_basic(pointer, Self.code(type), &value)
+        guard result >= 0 else { throw Self.failure("appending a '\(type)'", result) }
+    }
+
+    /// Appends a `d`.
+    public func append(double: Double) throws(SystemdBusError) {
+        var value = double
+        let result = sd_bus_message_append_basic(pointer, Self.code("d"), &value)
+        guard result >= 0 else { throw Self.failure("appending a 'd'", result) }
+    }
+
+    /// Appends a container of `type` (`a`, `e` for a dict entry, `r` for a struct, `v`) holding `contents`, whose
+    /// elements `body` appends.
+    public func container(_ type: Character, _ contents: String, _ body: () throws(SystemdBusError) -> Void)
         throws(SystemdBusError)
     {
         var result = sd_bus_message_open_container(pointer, Self.code(type), contents)
@@ -106,6 +135,23 @@ public final class BusMessage {
         try body()
         result = sd_bus_message_close_container(pointer)
         guard result >= 0 else { throw Self.failure("closing a '\(type)' of '\(contents)'", result) }
+    }
+
+    /// Appends one entry of an `a{sv}` (inside its open array): `key` and `value` as a variant.
+    public func appendEntry(_ key: String, _ value: BusValue) throws(SystemdBusError) {
+        try container("e", "sv") { () throws(SystemdBusError) in
+            try append(string: key)
+            try container("v", value.signature) { () throws(SystemdBusError) in try append(value) }
+        }
+    }
+
+    /// Appends the whole body of `source` (a message already sent, or read): the same arguments built once for
+    /// several messages, such as a signal to several peers.
+    public func appendBody(of source: BusMessage) throws(SystemdBusError) {
+        var result = sd_bus_message_rewind(source.pointer, 1)
+        guard result >= 0 else { throw Self.failure("rewinding the source", result) }
+        result = sd_bus_message_copy(pointer, source.pointer, 1)
+        guard result >= 0 else { throw Self.failure("copying a body", result) }
     }
 
     // MARK: Reading

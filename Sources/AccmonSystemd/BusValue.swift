@@ -2,7 +2,7 @@
 /// ``BusMessageWriter`` appends to a message and ``BusMessageReader`` reads from one.
 ///
 /// Containers carry their element signature, so that an empty array still has its type.
-public indirect enum BusValue: Sendable, Hashable {
+public enum BusValue: Sendable, Hashable {
     /// `y`
     case byte(UInt8)
     /// `b`
@@ -30,13 +30,13 @@ public indirect enum BusValue: Sendable, Hashable {
     /// `h`: an index into the message's descriptors; written from a descriptor the writer duplicates.
     case unixFD(Int32)
     /// `a` + the element signature.
-    case array(element: String, [BusValue])
+    indirect case array(element: String, [BusValue])
     /// `{kv}`: only as an array's element.
-    case dictEntry(BusValue, BusValue)
+    indirect case dictEntry(BusValue, BusValue)
     /// `(...)`
-    case structure([BusValue])
+    indirect case structure([BusValue])
     /// `v`
-    case variant(BusValue)
+    indirect case variant(BusValue)
 
     /// The value's complete type signature.
     public var signature: String {

@@ -112,4 +112,42 @@ enum BusAccessoryProperties {
     static func fields(_ accessory: Accessory) -> BusValue {
         .vardict(Accessory.Field.allCases.map { (name(of: $0), value(of: $0, accessory)) })
     }
+
+    // MARK: Written straight into a message (the bus thread's hot path: no tree of values in between)
+
+    /// Appends the accessory's `a{sv}`: its fields, then with `withClaim` its claim's.
+    static func write(_ accessory: Accessory, claim: ClaimSummary?, withClaim: Bool, into message: BusMessage)
+        throws(SystemdBusError)
+    {
+        try message.container("a", "{sv}") { () throws(SystemdBusError) in
+            for field in Accessory.Field.allCases { try message.appendEntry(name(of: field), value(of: field, accessory)) }
+            guard withClaim else { return }
+            for (name, value) in claimValues(claim) { try message.appendEntry(name, value) }
+        }
+    }
+
+    /// Appends an accessory object's `a{sa{sv}}`: its one interface and its properties.
+    static func writeInterfaces(_ accessory: Accessory, claim: ClaimSummary?, into message: BusMessage)
+        throws(SystemdBusError)
+    {
+        try message.container("a", "{sa{sv}}") { () throws(SystemdBusError) in
+            try message.container("e", "sa{sv}") { () throws(SystemdBusError) in
+                try message.append(string: BusAPI.accessoryInterface)
+                try write(accessory, claim: claim, withClaim: true, into: message)
+            }
+        }
+    }
+
+    /// Appends the `a(sta{sv})` of a subscription's `Events`.
+    static func writeEvents(_ events: [AccessoryEvent], into message: BusMessage) throws(SystemdBusError) {
+        try message.container("a", "(sta{sv})") { () throws(SystemdBusError) in
+            for event in events {
+                try message.container("r", "sta{sv}") { () throws(SystemdBusError) in
+                    try message.append(string: event.change.rawValue)
+                    try message.append(event.sequence, type: "t")
+                    try write(event.accessory, claim: nil, withClaim: false, into: message)
+                }
+            }
+        }
+    }
 }

@@ -36,24 +36,17 @@ extension BusFrontend {
         let snapshot = visibleAccessories(for: peer)
         reply(
             call,
-            made: BusBody {
-                [
-                    .array(
-                        element: "{oa{sa{sv}}}",
-                        snapshot.accessories.map { accessory in
-                            .dictEntry(
-                                .objectPath(BusAPI.accessoryPath(accessory.connectionID)),
-                                Self.interfacesAndProperties(accessory, claim: snapshot.claims[accessory.connectionID]))
-                        })
-                ]
+            made: BusBody { (message: BusMessage) throws(SystemdBusError) in
+                try message.container("a", "{oa{sa{sv}}}") { () throws(SystemdBusError) in
+                    for accessory in snapshot.accessories {
+                        try message.container("e", "oa{sa{sv}}") { () throws(SystemdBusError) in
+                            try message.append(objectPath: BusAPI.accessoryPath(accessory.connectionID))
+                            try BusAccessoryProperties.writeInterfaces(
+                                accessory, claim: snapshot.claims[accessory.connectionID], into: message)
+                        }
+                    }
+                }
             })
-    }
-
-    /// An accessory object's `a{sa{sv}}`: its one interface and its properties.
-    static func interfacesAndProperties(_ accessory: Accessory, claim: ClaimSummary?) -> BusValue {
-        .array(
-            element: "{sa{sv}}",
-            [.dictEntry(.string(BusAPI.accessoryInterface), BusAccessoryProperties.dictionary(accessory, claim: claim))])
     }
 
     /// `org.freedesktop.DBus.Properties`: `Get` and `GetAll` of the object's interfaces; `Set` is refused (every
@@ -149,11 +142,14 @@ extension BusFrontend {
             signal(
                 destinations, path: BusAPI.managerPath, interface: StandardBusInterfaces.objectManager.name,
                 member: "InterfacesAdded",
-                BusBody { [.objectPath(path), Self.interfacesAndProperties(accessory, claim: claim)] })
+                BusBody { (message: BusMessage) throws(SystemdBusError) in
+                    try message.append(objectPath: path)
+                    try BusAccessoryProperties.writeInterfaces(accessory, claim: claim, into: message)
+                })
         case .disconnect:
             signal(
                 destinations, path: BusAPI.managerPath, interface: StandardBusInterfaces.objectManager.name,
-                member: "InterfacesRemoved", BusBody { [.objectPath(path), .strings([BusAPI.accessoryInterface])] })
+                member: "InterfacesRemoved", BusBody(values: [.objectPath(path), .strings([BusAPI.accessoryInterface])]))
         }
     }
 
@@ -164,11 +160,8 @@ extension BusFrontend {
         signal(
             destinations, path: BusAPI.accessoryPath(id), interface: StandardBusInterfaces.properties.name,
             member: "PropertiesChanged",
-            BusBody {
-                [
-                    .string(BusAPI.accessoryInterface), .vardict(BusAccessoryProperties.claimValues(claim)),
-                    .strings([]),
-                ]
-            })
+            BusBody(values: [
+                .string(BusAPI.accessoryInterface), .vardict(BusAccessoryProperties.claimValues(claim)), .strings([]),
+            ]))
     }
 }

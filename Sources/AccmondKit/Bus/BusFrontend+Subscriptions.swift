@@ -94,7 +94,7 @@ extension BusFrontend {
             transport: .bus(BusEndpoint(peer: peer.name, busID: busID, objectPath: path)),
             peer: PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: peer.principal.gids.first ?? 0),
             principal: peer.principal, outboundLimit: state.configuration.limits.clientOutputBytes,
-            budget: state.sessions.budget, now: monotonicNanoseconds())
+            budget: subscriptionBudget, now: monotonicNanoseconds())
         session.greet(
             version: WireFormat.supportedVersions.upperBound, clientName: name ?? "bus \(peer.name)", restoreKey: key)
         state.sessions.add(session)
@@ -124,11 +124,14 @@ extension BusFrontend {
         guard let endpoint = session.busEndpoint else { return }
         signal(
             [endpoint.peer], path: endpoint.objectPath, interface: BusAPI.subscriptionInterface, member: "Snapshot",
-            BusBody {
-                [
-                    .uint64(sequence), .array(element: "a{sv}", accessories.map(BusAccessoryProperties.fields)),
-                    .boolean(restored),
-                ]
+            BusBody { (message: BusMessage) throws(SystemdBusError) in
+                try message.append(sequence, type: "t")
+                try message.container("a", "a{sv}") { () throws(SystemdBusError) in
+                    for accessory in accessories {
+                        try BusAccessoryProperties.write(accessory, claim: nil, withClaim: false, into: message)
+                    }
+                }
+                try message.append(.boolean(restored))
             })
         endpoint.announcedState = Self.stateName(of: session)
     }
@@ -194,9 +197,7 @@ extension BusFrontend {
         if session.refillFromQueue() { logger.debug(.clientSession, "bus subscriber caught up", session.metadata) }
         let events = session.takeUnpostedBusEvents()
         if !events.isEmpty {
-            signal(
-                [endpoint.peer], path: endpoint.objectPath, interface: BusAPI.subscriptionInterface, member: "Events",
-                BusBody { [.array(element: "(sta{sv})", events.map(BusAccessoryProperties.event))] })
+            postEvents(events, to: BusSignalTarget(destination: endpoint.peer, path: endpoint.objectPath))
         }
         let now = Self.stateName(of: session)
         if now != endpoint.announcedState {
@@ -204,7 +205,7 @@ extension BusFrontend {
             signal(
                 [endpoint.peer], path: endpoint.objectPath, interface: StandardBusInterfaces.properties.name,
                 member: "PropertiesChanged",
-                BusBody { [.string(BusAPI.subscriptionInterface), .vardict([("State", .string(now))]), .strings([])] })
+                BusBody(values: [.string(BusAPI.subscriptionInterface), .vardict([("State", .string(now))]), .strings([])]))
         }
     }
 

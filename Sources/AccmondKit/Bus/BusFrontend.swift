@@ -39,7 +39,11 @@ final class BusFrontend {
     let inbound: Mailbox<BusInbound>
     private let service: BusService
     /// What goes to the bus thread at the end of this turn, in order.
-    var outgoing: [BusOutbound] = []
+    private var outgoing: [BusOutbound] = []
+    /// The subscriptions' events of this turn not yet in ``outgoing``: put there before anything else is, as one
+    /// `Events` signal per distinct list of events (in a storm, every subscription gets the same list: one message
+    /// body written for all).
+    private var pendingEvents: [(target: BusSignalTarget, events: [AccessoryEvent])] = []
     /// The id of the bus while connected and the name owned.
     private(set) var busID: String?
     /// The peers that called, by unique name.
@@ -51,6 +55,12 @@ final class BusFrontend {
     /// Calls that wait for their user to be back within its share of the loop, oldest first, and until when.
     private var heldCalls: [BusCall] = []
     private(set) var heldUntil: UInt64?
+    /// The budget of bus subscriptions, which never runs out: what a subscription's buffer holds are references to
+    /// event lines every session shares, until its subscriber acknowledges them, bounded by `--max-client-buffer`
+    /// per subscription. The socket's budget (`--max-output-bytes`) bounds the bytes written for socket clients;
+    /// counting a bus subscriber's acknowledgement delay in it would let subscriptions that never acknowledge squeeze
+    /// every healthy client's share.
+    let subscriptionBudget = OutputBudget(limit: .max)
     /// The most calls that may wait for their users' share; past it a call is refused.
     static let maximumHeldCalls = 4096
 
@@ -84,6 +94,7 @@ final class BusFrontend {
 
     /// Hands the turn's replies and signals to the bus thread.
     func finishTurn() {
+        postPendingEvents()
         guard !outgoing.isEmpty else { return }
         service.post(outgoing)
         outgoing.removeAll(keepingCapacity: true)
@@ -93,7 +104,7 @@ final class BusFrontend {
         self.busID = busID
         // Peers still on this bus get their subscriptions back by themselves (an accmond restart, a lost connection).
         let names = Set(state.preserved.sessions.values.compactMap { $0.bus?.busID == busID ? $0.bus?.peer : nil })
-        if !names.isEmpty { outgoing.append(.probePeers(names.sorted())) }
+        if !names.isEmpty { enqueue(.probePeers(names.sorted())) }
     }
 
     private func disconnected(_ reason: String) {
@@ -167,27 +178,66 @@ final class BusFrontend {
         for call in waiting { take(call) }
     }
 
-    /// Replies with `values` (made on the bus thread when `lazy`).
+    /// Replies with `values`.
     func reply(_ call: BusCall, _ values: [BusValue] = []) {
         guard call.expectsReply else { return }
-        outgoing.append(.reply(callID: call.id, BusBody { values }))
+        enqueue(.reply(callID: call.id, BusBody(values: values)))
     }
 
-    /// Replies with values the bus thread makes (a large reply costs the loop nothing but the capture).
+    /// Replies with what the bus thread writes (a large reply costs the loop nothing but the capture).
     func reply(_ call: BusCall, made body: BusBody) {
         guard call.expectsReply else { return }
-        outgoing.append(.reply(callID: call.id, body))
+        enqueue(.reply(callID: call.id, body))
     }
 
     func fail(_ call: BusCall, _ error: BusError) {
         guard call.expectsReply else { return }
-        outgoing.append(.error(callID: call.id, error))
+        enqueue(.error(callID: call.id, error))
     }
 
     /// A signal to `destinations`.
     func signal(_ destinations: [String], path: String, interface: String, member: String, _ body: BusBody) {
         guard !destinations.isEmpty else { return }
-        outgoing.append(.signal(destinations: destinations, path: path, interface: interface, member: member, body: body))
+        enqueue(
+            .signal(
+                targets: destinations.map { BusSignalTarget(destination: $0, path: path) }, interface: interface,
+                member: member, body: body))
+    }
+
+    /// Queues a subscription's events, for ``postPendingEvents()``.
+    func postEvents(_ events: [AccessoryEvent], to target: BusSignalTarget) {
+        pendingEvents.append((target, events))
+    }
+
+    /// Appends an item after the pending events, which keeps each peer's order.
+    private func enqueue(_ item: BusOutbound) {
+        postPendingEvents()
+        outgoing.append(item)
+    }
+
+    /// Puts the pending events in ``outgoing``: one signal per distinct list, to every subscription that got it.
+    private func postPendingEvents() {
+        guard !pendingEvents.isEmpty else { return }
+        var groups: [(targets: [BusSignalTarget], events: [AccessoryEvent])] = []
+        var groupOf: [[UInt64]: Int] = [:]
+        for (target, events) in pendingEvents {
+            let key = events.map(\.sequence)
+            if let index = groupOf[key] {
+                groups[index].targets.append(target)
+            } else {
+                groupOf[key] = groups.count
+                groups.append(([target], events))
+            }
+        }
+        pendingEvents.removeAll(keepingCapacity: true)
+        for (targets, events) in groups {
+            outgoing.append(
+                .signal(
+                    targets: targets, interface: BusAPI.subscriptionInterface, member: "Events",
+                    body: BusBody { (message: BusMessage) throws(SystemdBusError) in
+                        try BusAccessoryProperties.writeEvents(events, into: message)
+                    }))
+        }
     }
 
     /// What kind of object `path` is for the caller, or `nil` when it is none the caller may see.

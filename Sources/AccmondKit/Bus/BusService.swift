@@ -11,11 +11,16 @@ import Synchronization
 /// Incoming method calls go to the loop with their sender's credentials, which the thread asks the bus driver for at
 /// the sender's first call (`GetConnectionCredentials`: `UnixUserID`, `UnixGroupIDs`, `ProcessID`) and forgets when
 /// the sender leaves the bus. What the loop posts (replies, signals) is sent in the order posted. A connection that
-/// is lost, or whose messages to send pile up past ``maximumQueuedMessages`` (the bus stopped reading), is closed
+/// is lost, or whose messages to send pile up past ``maximumWaitingEntries`` (the bus stopped reading), is closed
 /// and made again after a pause (1 s doubling to 30 s); the loop is told, so that it treats every peer as gone.
 final class BusService: Sendable {
-    /// Messages sd-bus may hold unsent before the connection counts as stuck.
-    static let maximumQueuedMessages: UInt64 = 65_536
+    /// Messages written into sd-bus's queue and not yet taken by the bus, past which the thread writes no more until
+    /// the bus has read some: what waits beyond stays in ``BusOutbox`` as the loop's compact values (an event is a
+    /// reference), not as serialized messages.
+    static let writeQueueBound: UInt64 = 1024
+    /// Entries waiting to be written, past which the bus counts as stuck (it has not read from accmond for that
+    /// long): the connection is closed and made again, and every peer is treated as gone (docs/DBUS.md, "Limits").
+    static let maximumWaitingEntries = 50_000
     private let address: String?
     private let inbound: Mailbox<BusInbound>
     private let outbox = Mutex<[BusOutbound]>([])
@@ -61,6 +66,7 @@ final class BusService: Sendable {
         var nextCallID: UInt64 = 1
         var pause: Int32 = 1000
         var retryAt: UInt64 = 0
+        var pending = BusOutbox()
         while true {
             if link == nil, monotonicNanoseconds() >= retryAt {
                 do {
@@ -78,33 +84,44 @@ final class BusService: Sendable {
             var timeout: Int32 = -1
             if let link {
                 waits.append(pollfd(fd: link.connection.descriptor.rawValue, events: link.connection.pollEvents, revents: 0))
-                timeout = link.connection.millisecondsUntilTimeout() ?? -1
+                // More to send and room in sd-bus's queue: look and go on at once; else wait for the bus.
+                let canWrite = (link.connection.queuedWriteCount ?? 0) < Self.writeQueueBound
+                timeout = pending.isEmpty || !canWrite ? link.connection.millisecondsUntilTimeout() ?? -1 : 0
             } else {
                 let now = monotonicNanoseconds()
                 timeout = retryAt > now ? Int32(min((retryAt - now) / 1_000_000 + 1, 30_000)) : 0
             }
             _ = waits.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeout) }
             wakeup.drain()
-            let items = outbox.withLock { pending in
-                defer { pending = [] }
-                return pending
+            let items = outbox.withLock { posted in
+                defer { posted = [] }
+                return posted
             }
             guard let current = link else {
                 // No connection: what the loop sends meanwhile is for peers that are gone.
+                pending.removeAll()
                 continue
             }
+            pending.take(items) { current.calls[$0]?.sender }
             var received: [BusInbound] = []
             do {
-                try send(items, on: current, answers: &received)
+                for name in pending.takeProbes() {
+                    if let credentials = credentials(of: name, on: current) {
+                        received.append(.peerPresent(name, credentials))
+                    }
+                }
+                try send(&pending, on: current)
                 try receive(on: current, into: &received, nextCallID: &nextCallID)
-                if let queued = current.connection.queuedWriteCount, queued > Self.maximumQueuedMessages {
+                if pending.count > Self.maximumWaitingEntries {
                     throw SystemdBusError(
-                        name: "", message: "\(queued) messages wait to be written: the bus does not read from accmond")
+                        name: "",
+                        message: "\(pending.count) messages wait to be written: the bus does not read from accmond")
                 }
             } catch {
                 logger.warning(.bus, "bus: connection lost: \(error); connecting again in \(pause / 1000) s")
                 received.append(.disconnected(reason: "\(error)"))
                 link = nil
+                pending.removeAll()
                 retryAt = monotonicNanoseconds() + UInt64(pause) * 1_000_000
             }
             if !received.isEmpty { inbound.post(received) }
@@ -131,37 +148,38 @@ final class BusService: Sendable {
         return link
     }
 
-    /// Sends what the loop posted, in order. A reply to a call the connection no longer knows is dropped.
-    private func send(_ items: [BusOutbound], on link: Link, answers: inout [BusInbound]) throws(SystemdBusError) {
+    /// Sends what waits, one message per peer in turn, for at most ``sendingSlice`` and while sd-bus's queue is under
+    /// ``writeQueueBound``: then the thread reads what arrived and takes what the loop posted before it sends on, so
+    /// that no peer's flood holds up the others'.
+    private func send(_ pending: inout BusOutbox, on link: Link) throws(SystemdBusError) {
         let connection = link.connection
-        for item in items {
-            switch item {
+        let until = monotonicNanoseconds() + Self.sendingSlice
+        while (connection.queuedWriteCount ?? 0) < Self.writeQueueBound, let entry = pending.next() {
+            switch entry {
             case .reply(let id, let values):
                 guard let call = link.calls.removeValue(forKey: id) else { continue }
                 let reply = try connection.methodReturn(to: call)
-                try reply.append(values.make())
+                try values.write(reply)
                 try connection.send(reply)
             case .error(let id, let error):
                 guard let call = link.calls.removeValue(forKey: id) else { continue }
                 try connection.send(connection.methodError(to: call, name: error.busName, message: error.message))
-            case .signal(let destinations, let path, let interface, let member, let body):
-                guard !destinations.isEmpty else { continue }
-                let values = body.make()
-                for destination in destinations {
-                    let signal = try connection.signal(
-                        path: path, interface: interface, member: member, destination: destination)
-                    try signal.append(values)
-                    try connection.send(signal)
+            case .signal(let destination, let path, let interface, let member, let body):
+                let signal = try connection.signal(path: path, interface: interface, member: member, destination: destination)
+                if let template = body.template {
+                    try signal.appendBody(of: template)
+                } else {
+                    try body.body.write(signal)
                 }
-            case .probePeers(let names):
-                for name in names {
-                    if let credentials = credentials(of: name, on: link) {
-                        answers.append(.peerPresent(name, credentials))
-                    }
-                }
+                try connection.send(signal)
+                if body.template == nil { body.template = signal }
             }
+            if monotonicNanoseconds() >= until { return }
         }
     }
+
+    /// How long the thread sends before it looks at what arrived again.
+    static let sendingSlice: UInt64 = 5_000_000
 
     /// Takes what arrived: method calls (with their sender's credentials) and departures.
     private func receive(on link: Link, into received: inout [BusInbound], nextCallID: inout UInt64)

@@ -64,19 +64,32 @@ enum BusInbound: Sendable {
     case peerPresent(String, BusCredentials)
 }
 
-/// The arguments of a reply or a signal, made on the bus thread when it sends them: the loop hands over the values
-/// it needs (an accessory is a reference) and never builds D-Bus values of a size that grows with the fleet.
+/// The arguments of a reply or a signal, written into the message on the bus thread when it sends it: the loop hands
+/// over the values it needs (an accessory is a reference) and never builds D-Bus values of a size that grows with the
+/// fleet; the thread writes them straight into sd-bus's message, with no tree of values in between.
 struct BusBody: Sendable {
-    let make: @Sendable () -> [BusValue]
-    init(_ make: @escaping @Sendable () -> [BusValue]) { self.make = make }
+    let write: @Sendable (BusMessage) throws(SystemdBusError) -> Void
+
+    init(_ write: @escaping @Sendable (BusMessage) throws(SystemdBusError) -> Void) { self.write = write }
+
+    /// Arguments made already.
+    init(values: [BusValue]) {
+        write = { (message: BusMessage) throws(SystemdBusError) in try message.append(values) }
+    }
+}
+
+/// Where a signal goes: one peer (unicast), one object's path.
+struct BusSignalTarget: Sendable, Hashable {
+    var destination: String
+    var path: String
 }
 
 /// What the loop tells the bus thread, in order: replies, signals, probes.
 enum BusOutbound: Sendable {
     case reply(callID: UInt64, BusBody)
     case error(callID: UInt64, BusError)
-    /// A signal to each of `destinations` (unicast), the same arguments for all.
-    case signal(destinations: [String], path: String, interface: String, member: String, body: BusBody)
+    /// A signal to each of `targets`, the same arguments for all (written once, copied for the others).
+    case signal(targets: [BusSignalTarget], interface: String, member: String, body: BusBody)
     /// Which of these unique names are on the bus now: each present one is answered with
     /// ``BusInbound/peerPresent(_:_:)``.
     case probePeers([String])

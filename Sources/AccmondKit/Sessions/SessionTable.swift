@@ -12,6 +12,8 @@ final class SessionTable {
     /// The numbers of each user's sessions, in the order they connected.
     private var numbersByUID: [UInt32: [UInt64]] = [:]
     private var nextNumber = firstNumber
+    /// The socket clients among the sessions: those that share ``budget``.
+    private var socketSessions = 0
     /// The budget every session's outbound buffer shares.
     let budget: OutputBudget
     /// The loop turn now: a session's request quota counts per turn.
@@ -57,7 +59,8 @@ final class SessionTable {
     func add(_ session: Session) {
         byNumber[session.number] = session
         if let uid = session.peer?.uid { numbersByUID[uid, default: []].append(session.number) }
-        budget.sessions = byNumber.count
+        if session.socket != nil { socketSessions += 1 }
+        budget.sessions = socketSessions
     }
 
     /// The session, not closing, that holds the restore id `key`.
@@ -190,7 +193,8 @@ final class SessionTable {
             if numbersByUID[uid]?.isEmpty == true { numbersByUID[uid] = nil }
         }
         session.releaseOutput()
-        budget.sessions = byNumber.count
+        if session.socket != nil { socketSessions -= 1 }
+        budget.sessions = socketSessions
         release(session)
     }
 }

@@ -1,0 +1,268 @@
+"""What the D-Bus tests run: a private dbus-daemon with the system bus's rules and accmon's shipped policy, the real
+accmond (``--simulate --dbus``) on it, and peers made of GLib's own client (glib_peer.py) or busctl (sd-bus), run as
+the users a test picks.
+
+Users: the tests run as root and act as three users that every Debian system has: ``www-data`` and ``nobody``,
+members of the policy's group, and ``daemon``, who is not. The shipped policy names the group ``accmon``; the test
+bus's copy names ``users`` instead (a group every Debian system has), so that no account is made on the host:
+dbus-daemon takes a connection's groups from its socket (SO_PEERGROUPS), which ``setpriv --groups`` sets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "packaging" / "dbus" / "org.accmon.Accmon1.conf"
+INTERFACES = ROOT / "packaging" / "dbus" / "org.accmon.Accmon1.xml"
+PEER_SCRIPT = Path(__file__).resolve().parent / "glib_peer.py"
+BIN_DIR = Path(os.environ.get("ACCMON_BIN_DIR", ROOT / ".build" / "debug"))
+ACCMOND = str(BIN_DIR / "accmond")
+ACCMON = str(BIN_DIR / "accmon")
+#: The group the test bus's policy lets talk to accmond (the shipped policy's `accmon`).
+MEMBERS_GROUP = "users"
+MEMBERS_GID = 100
+SERVICE = "org.accmon.Accmon1"
+MANAGER = "/org/accmon/Accmon1"
+ACCESSORY_INTERFACE = "org.accmon.Accmon1.Accessory"
+SUBSCRIPTION_INTERFACE = "org.accmon.Accmon1.Subscription"
+
+BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <!-- The system bus's rules, as Debian's /usr/share/dbus-1/system.conf has them, on a socket of the test's. -->
+  <type>system</type>
+  <listen>unix:path={socket}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+    <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"
+          send_member="UpdateActivationEnvironment"/>
+    <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Debug.Stats"/>
+  </policy>
+  {limits}
+  <includedir>{policies}</includedir>
+</busconfig>
+"""
+
+
+def user_ids(name: str) -> tuple[int, int]:
+    entry = pwd.getpwnam(name)
+    return entry.pw_uid, entry.pw_gid
+
+
+def as_user(user: Optional[str], member: bool = True) -> List[str]:
+    """The command prefix that runs a program as `user` (``None``: root), with the members' group or with no
+    supplementary group at all."""
+    if user is None:
+        return []
+    uid, gid = user_ids(user)
+    groups = ["--groups", str(MEMBERS_GID)] if member else ["--clear-groups"]
+    return ["setpriv", "--reuid", str(uid), "--regid", str(gid), *groups]
+
+
+class PrivateBus:
+    """A dbus-daemon with the system bus's rules and accmon's policy (group renamed), on a socket in a temporary
+    directory every user can reach."""
+
+    def __init__(self, limits: str = "") -> None:
+        self.directory = tempfile.mkdtemp(prefix="accmon-bus-")
+        os.chmod(self.directory, 0o755)
+        self.socket = os.path.join(self.directory, "bus.sock")
+        self.address = f"unix:path={self.socket}"
+        policies = os.path.join(self.directory, "system.d")
+        os.mkdir(policies)
+        policy = POLICY.read_text().replace('group="accmon"', f'group="{MEMBERS_GROUP}"')
+        Path(policies, "org.accmon.Accmon1.conf").write_text(policy)
+        self.config = os.path.join(self.directory, "bus.conf")
+        Path(self.config).write_text(BUS_CONFIG.format(socket=self.socket, policies=policies, limits=limits))
+        self.log = os.path.join(self.directory, "dbus-daemon.log")
+        self.process: Optional[subprocess.Popen[bytes]] = None
+        self.start()
+
+    def start(self) -> None:
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                ["dbus-daemon", "--config-file", self.config, "--nofork", "--nopidfile"], stdout=log, stderr=log
+            )
+        eventually(lambda: os.path.exists(self.socket), 10, "dbus-daemon to listen")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def busctl(self, *arguments: str, user: Optional[str] = None, member: bool = True) -> "subprocess.CompletedProcess[str]":
+        """busctl (sd-bus's own command) on this bus, as `user`."""
+        return subprocess.run(
+            [*as_user(user, member), "busctl", f"--address={self.address}", *arguments],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+
+
+class GLibPeer:
+    """glib_peer.py as `user`: a GLib D-Bus connection that records every message it receives."""
+
+    def __init__(self, bus: PrivateBus, user: Optional[str] = None, member: bool = True, manager: bool = False) -> None:
+        command = [*as_user(user, member), "/usr/bin/python3", str(PEER_SCRIPT), bus.address]
+        if manager:
+            command.append("--manager")
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
+        )
+        self.lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        ready = self._answer(20)
+        assert ready.get("ready"), ready
+        self.name: str = ready["name"]
+        self.next_message = 0
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _answer(self, timeout: float) -> Dict[str, Any]:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"glib peer: no answer within {timeout} s") from None
+        if line is None:
+            stderr = self.process.stderr.read() if self.process.stderr else ""
+            raise AssertionError(f"glib peer exited ({self.process.poll()}): {stderr}")
+        return json.loads(line)
+
+    def send(self, command: Dict[str, Any], timeout: float = 20) -> Dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        return self._answer(timeout)
+
+    def call(self, path: str, interface: str, member: str, args: Optional[str] = None) -> Dict[str, Any]:
+        return self.send({"op": "call", "path": path, "interface": interface, "member": member, "args": args})
+
+    def ok(self, path: str, interface: str, member: str, args: Optional[str] = None) -> Any:
+        answer = self.call(path, interface, member, args)
+        assert "ok" in answer, f"{interface}.{member} on {path}: {answer}"
+        return answer["ok"]
+
+    def objects(self) -> Dict[str, Any]:
+        return self.send({"op": "objects"})["ok"]
+
+    def messages(self, new: bool = False) -> List[Dict[str, Any]]:
+        """Every message received so far (or only those since the last call with `new`)."""
+        answer = self.send({"op": "messages", "from": self.next_message if new else 0})
+        if new:
+            self.next_message = answer["next"]
+        return answer["ok"]
+
+    def signals(self, member: str, path: Optional[str] = None) -> List[Dict[str, Any]]:
+        return [
+            message for message in self.messages()
+            if message["type"] == "signal" and message["member"] == member and (path is None or message["path"] == path)
+        ]  # fmt: skip
+
+    def subscribe(self, options: str = "{}") -> str:
+        """Manager.Subscribe with options in GVariant text (``{'restore-id': <'x'>}``); the subscription's path."""
+        return self.ok(MANAGER, "org.accmon.Accmon1.Manager", "Subscribe", f"(@a{{sv}} {options},)")[0]
+
+    def auto_ack(self, path: str) -> None:
+        self.send({"op": "auto_ack", "path": path})
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.send({"op": "quit"}, timeout=5)
+            except (AssertionError, OSError):
+                pass
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def eventually(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:
+    """Polls `condition` until it is truthy (and returns it) or `timeout` seconds pass (and fails naming `what`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def status(socket_path: str) -> Dict[str, Any]:
+    """accmond's status as ``accmon status --json`` prints it (as root: every session)."""
+    done = subprocess.run([ACCMON, "--socket", socket_path, "status", "--json"], capture_output=True, text=True,
+                          timeout=30)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout)["status"])
+
+
+def bus_sessions(socket_path: str) -> List[Dict[str, Any]]:
+    """The sessions `accmon status` marks as bus subscriptions."""
+    return [client for client in status(socket_path)["clients"] if client.get("transport") == "bus"]
+
+
+def accessory_path(connection_id: int) -> str:
+    return f"{MANAGER}/accessories/{connection_id}"
+
+
+def apply_events(view: Dict[int, Dict[str, Any]], events: Sequence[Sequence[Any]]) -> None:
+    """Applies a subscription's ``Events`` (change, sequence, fields) to a view by connection id."""
+    for change, _sequence, fields in events:
+        connection = fields["ConnectionID"]
+        if change == "connect":
+            view[connection] = fields
+        else:
+            view.pop(connection, None)
+
+
+def python_path() -> str:
+    return str(ROOT / "clients" / "python" / "src")
+
+
+if python_path() not in sys.path:
+    sys.path.insert(0, python_path())

@@ -1,0 +1,180 @@
+"""A bus peer made of GLib's own D-Bus client (Gio), driven by the D-Bus tests through its standard input and output,
+one JSON object a line: it is what a desktop app is, run as whichever user the test picks (``setpriv``).
+
+Usage: ``/usr/bin/python3 glib_peer.py BUS_ADDRESS [--manager]``. It prints ``{"ready": true, "name": UNIQUE_NAME}``
+once connected (and, with ``--manager``, once its ``Gio.DBusObjectManagerClient`` for ``org.accmon.Accmon1`` has
+its first view), then answers each command line with one line:
+
+- ``{"op": "call", "path": P, "interface": I, "member": M, "args": GVARIANT_TEXT or null}``: a method call
+  (arguments in GVariant's text format, such as ``"({'kind': <'usb'>},)"``) → ``{"ok": BODY}`` or
+  ``{"error": NAME, "message": TEXT}``.
+- ``{"op": "objects"}``: the object manager client's objects → ``{"ok": {path: {interface: {property: value}}}}``.
+- ``{"op": "messages", "from": N}``: every message this connection received from the N-th on, in the order the bus
+  delivered them (a filter on the connection sees each first) → ``{"ok": [...], "next": M}``.
+- ``{"op": "flood", "count": N, "path": ..., "interface": ..., "member": ..., "args": ...}``: N calls at once, not
+  awaited; ``{"op": "flood_result"}`` counts their replies by outcome (``ok`` or the error's name).
+- ``{"op": "auto_ack", "path": P}``: from now on, acknowledge each ``Events`` signal on P when it arrives.
+- ``{"op": "quit"}``.
+"""
+
+import json
+import sys
+import threading
+from typing import Any, Dict, List
+
+import gi
+
+gi.require_version("Gio", "2.0")
+from gi.repository import Gio, GLib  # noqa: E402
+
+SERVICE = "org.accmon.Accmon1"
+MANAGER_PATH = "/org/accmon/Accmon1"
+MESSAGE_TYPES = {
+    Gio.DBusMessageType.METHOD_CALL: "call",
+    Gio.DBusMessageType.METHOD_RETURN: "return",
+    Gio.DBusMessageType.ERROR: "error",
+    Gio.DBusMessageType.SIGNAL: "signal",
+}
+
+
+def plain(value: Any) -> Any:
+    """A value of ``Variant.unpack()`` as JSON can carry it."""
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, GLib.Variant):
+        return plain(value.unpack())
+    return value
+
+
+class Peer:
+    def __init__(self, address: str, with_manager: bool) -> None:
+        flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+        self.connection = Gio.DBusConnection.new_for_address_sync(address, flags, None, None)
+        self.lock = threading.Lock()
+        self.received: List[Dict[str, Any]] = []
+        self.auto_ack: set = set()
+        self.flood_results: Dict[str, int] = {}
+        self.connection.add_filter(self.record)
+        self.manager = None
+        if with_manager:
+            self.manager = Gio.DBusObjectManagerClient.new_sync(
+                self.connection, Gio.DBusObjectManagerClientFlags.NONE, SERVICE, MANAGER_PATH, None, None, None
+            )
+        self.loop = GLib.MainLoop()
+
+    def record(self, connection: Gio.DBusConnection, message: Gio.DBusMessage, incoming: bool) -> Gio.DBusMessage:
+        """Runs on GDBus's worker thread for every message, in the order they arrive."""
+        if not incoming:
+            return message
+        body = message.get_body()
+        entry = {
+            "type": MESSAGE_TYPES.get(message.get_message_type(), "other"),
+            "serial": message.get_serial(),
+            "reply_serial": message.get_reply_serial(),
+            "sender": message.get_sender(),
+            "path": message.get_path(),
+            "interface": message.get_interface(),
+            "member": message.get_member(),
+            "error": message.get_error_name(),
+            "signature": body.get_type_string() if body is not None else "",
+            "body": plain(body.unpack()) if body is not None else [],
+        }
+        with self.lock:
+            self.received.append(entry)
+        if entry["member"] == "Events" and entry["path"] in self.auto_ack and entry["body"]:
+            last = max(event[1] for event in entry["body"][0])
+            GLib.idle_add(self.acknowledge, entry["path"], last)
+        return message
+
+    def acknowledge(self, path: str, sequence: int) -> bool:
+        self.connection.call(
+            SERVICE, path, "org.accmon.Accmon1.Subscription", "Ack", GLib.Variant("(t)", (sequence,)),
+            None, Gio.DBusCallFlags.NONE, -1, None, None, None,
+        )  # fmt: skip
+        return False
+
+    def flooded(self, connection: Gio.DBusConnection, result: Gio.AsyncResult, _: Any) -> None:
+        try:
+            connection.call_finish(result)
+            outcome = "ok"
+        except GLib.Error as error:
+            outcome = Gio.DBusError.get_remote_error(error) or error.message
+        self.flood_results[outcome] = self.flood_results.get(outcome, 0) + 1
+
+    def handle(self, command: Dict[str, Any]) -> Dict[str, Any]:
+        op = command["op"]
+        if op == "call":
+            args = GLib.Variant.parse(None, command["args"], None, None) if command.get("args") else None
+            try:
+                reply = self.connection.call_sync(
+                    SERVICE, command["path"], command["interface"], command["member"], args, None,
+                    Gio.DBusCallFlags.NONE, command.get("timeout", 10000), None,
+                )  # fmt: skip
+            except GLib.Error as error:
+                name = Gio.DBusError.get_remote_error(error)
+                Gio.DBusError.strip_remote_error(error)
+                return {"error": name, "message": error.message}
+            return {"ok": plain(reply.unpack()) if reply is not None else []}
+        if op == "objects":
+            assert self.manager is not None, "started without --manager"
+            objects: Dict[str, Any] = {}
+            for found in self.manager.get_objects():
+                interfaces = {}
+                for interface in found.get_interfaces():
+                    interfaces[interface.get_interface_name()] = {
+                        name: plain(interface.get_cached_property(name)) for name in interface.get_cached_property_names()
+                    }
+                objects[found.get_object_path()] = interfaces
+            return {"ok": objects}
+        if op == "messages":
+            with self.lock:
+                start = command.get("from", 0)
+                return {"ok": self.received[start:], "next": len(self.received)}
+        if op == "flood":
+            # Many calls at once, none awaited: the replies are counted as they come.
+            args = GLib.Variant.parse(None, command["args"], None, None) if command.get("args") else None
+            for _ in range(command["count"]):
+                self.connection.call(
+                    SERVICE, command["path"], command["interface"], command["member"], args, None,
+                    Gio.DBusCallFlags.NONE, 60000, None, self.flooded, None,
+                )  # fmt: skip
+            return {"ok": command["count"]}
+        if op == "flood_result":
+            return {"ok": dict(self.flood_results)}
+        if op == "auto_ack":
+            self.auto_ack.add(command["path"])
+            return {"ok": True}
+        if op == "quit":
+            self.loop.quit()
+            return {"ok": True}
+        return {"error": "unknown-op", "message": op}
+
+    def on_input(self, source: int, condition: GLib.IOCondition) -> bool:
+        line = sys.stdin.readline()
+        if not line:
+            self.loop.quit()
+            return False
+        try:
+            answer = self.handle(json.loads(line))
+        except Exception as error:  # a test's mistake (a bad GVariant text): said, and the peer goes on
+            answer = {"error": "peer-exception", "message": f"{type(error).__name__}: {error}"}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+        return True
+
+    def run(self) -> None:
+        sys.stdout.write(json.dumps({"ready": True, "name": self.connection.get_unique_name()}) + "\n")
+        sys.stdout.flush()
+        GLib.io_add_watch(sys.stdin.fileno(), GLib.PRIORITY_DEFAULT, GLib.IO_IN | GLib.IO_HUP, self.on_input)
+        self.loop.run()
+
+
+def main() -> None:
+    address = sys.argv[1]
+    Peer(address, "--manager" in sys.argv[2:]).run()
+
+
+if __name__ == "__main__":
+    main()
