@@ -56,6 +56,12 @@ install -D -m 0644 packaging/accmon-nodes.socket "$root/usr/lib/systemd/system/a
 install -D -m 0644 packaging/accmon-nodes-scan.service "$root/usr/lib/systemd/system/accmon-nodes-scan.service"
 install -D -m 0644 packaging/accmon-nodes-scan.socket "$root/usr/lib/systemd/system/accmon-nodes-scan.socket"
 install -D -m 0644 packaging/polkit/60-accmon.rules "$root/usr/share/polkit-1/rules.d/60-accmon.rules"
+# accmond on the system bus (docs/DBUS.md): who may own and call org.accmon.Accmon1, its activation through
+# accmond.service, and its interfaces.
+install -D -m 0644 packaging/dbus/org.accmon.Accmon1.conf "$root/usr/share/dbus-1/system.d/org.accmon.Accmon1.conf"
+install -D -m 0644 packaging/dbus/org.accmon.Accmon1.service \
+  "$root/usr/share/dbus-1/system-services/org.accmon.Accmon1.service"
+install -D -m 0644 packaging/dbus/org.accmon.Accmon1.xml "$root/usr/share/dbus-1/interfaces/org.accmon.Accmon1.xml"
 for rules in udev-rules/*.rules; do
   install -D -m 0644 "$rules" "$root/usr/lib/udev/rules.d/$(basename "$rules")"
 done

@@ -188,13 +188,14 @@ struct StatusCommand: Command {
         }
         let rows = status.clients.map { client in
             [
-                client.sessionID, quotedIfNeeded(client.clientName.isEmpty ? "-" : client.clientName),
+                client.sessionID, client.transport?.rawValue ?? "socket",
+                quotedIfNeeded(client.clientName.isEmpty ? "-" : client.clientName),
                 client.pid == 0 ? "-" : String(client.pid), String(client.uid),
                 stateLabel(client),
                 String(client.queuedEvents), String(client.outboundBytes), "\(Int(client.idleSeconds)) s",
             ]
         }
-        writeOut("\n" + table(["SESSION", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows))
+        writeOut("\n" + table(["SESSION", "VIA", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows))
         if let unlisted = status.unlistedClients { writeOut("(and \(unlisted) more sessions of this user)\n") }
         switch history {
         case .success(let entries):

@@ -217,7 +217,7 @@ extension RequestHandler {
             SessionStatus(
                 sessionID: "restore:\(key.restoreID)", clientName: kept.clientName, pid: 0, uid: key.uid,
                 state: .preserved, suspendedBecause: "", subscribed: true, queuedEvents: kept.memory.replay.count,
-                outboundBytes: 0, idleSeconds: Double(now &- kept.since) / 1e9)
+                outboundBytes: 0, idleSeconds: Double(now &- kept.since) / 1e9, transport: kept.bus == nil ? .socket : .bus)
         }
         var status = DaemonStatus(
             daemonVersion: AccmonVersion.current, protocolVersion: session.protocolVersion,

@@ -208,6 +208,7 @@ def status_text(status: Status, socket_path: str) -> str:
     rows = [
         [
             str(client.get("sessionID", "")),
+            str(client.get("transport") or "socket"),
             quoted_if_needed(str(client.get("clientName") or "-")),
             "-" if not client.get("pid") else str(client.get("pid")),
             str(client.get("uid", "")),
@@ -218,7 +219,7 @@ def status_text(status: Status, socket_path: str) -> str:
         ]
         for client in status.clients
     ]
-    return text + "\n" + table(["SESSION", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows)
+    return text + "\n" + table(["SESSION", "VIA", "CLIENT", "PID", "UID", "STATE", "QUEUED", "UNSENT", "IDLE"], rows)
 
 
 def claims_table(claims: ClaimList) -> str:
