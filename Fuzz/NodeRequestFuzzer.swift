@@ -36,7 +36,7 @@ private func checkNodeRequest(_ line: [UInt8]) {
     case .request(let request):
         switch request.op {
         case .hold where request.path == nil || request.holder == nil: violated("hold without path or holder", line)
-        case .release, .openers, .cut, .openForIO:
+        case .release, .openers, .cut, .openForIO, .state:
             if request.path == nil { violated("\(request.op) without a path", line) }
         case .markPort, .unmarkPort: if request.port == nil { violated("\(request.op) without a port", line) }
         default: break

@@ -40,7 +40,7 @@ public final class NodeService: LineService {
         if let error = reply.error {
             let refused = error.code == .refused || error.code == .notMarked
             logger.log(refused ? .warning : .notice, refused ? .nodeRefusal : .nodeChange, "\(error)", metadata)
-        } else if request.op != .held && request.op != .openers {
+        } else if request.op != .held && request.op != .openers && request.op != .state {
             logger.info(.nodeChange, summary(of: request, reply), metadata)
         }
         return (reply.line, descriptor)
@@ -67,7 +67,7 @@ public final class NodeService: LineService {
         case .releaseAll: return "release-all: \(reply.results?.count ?? 0) nodes"
         case .markPort: return "mark-port: \(request.port ?? "")"
         case .unmarkPort: return "unmark-port: \(request.port ?? ""): udev change for \(reply.triggered ?? [])"
-        case .held, .openers: return request.op.rawValue
+        case .held, .openers, .state: return request.op.rawValue
         }
     }
 

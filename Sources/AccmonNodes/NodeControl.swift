@@ -27,6 +27,10 @@ public protocol NodeControl: AnyObject {
     func unmarkPort(_ port: String) throws(NodeError) -> [String]
     /// The held nodes and the marked ports.
     func held() throws(NodeError) -> HeldState
+    /// The node's permissions without any claim: the state a release would restore while it is held, else the state
+    /// found (the device checked as ``hold(_:holder:)`` checks it). Changes nothing. What a user could open by its
+    /// own permissions, before a claim gives it any.
+    func unclaimedState(of path: String) throws(NodeError) -> NodeState
     /// Opens the held node at `path` for I/O and returns the descriptor (the caller closes it): `O_RDWR`, or
     /// `O_RDONLY` with `readOnly`, with `O_NOCTTY | O_NONBLOCK | O_CLOEXEC` (a tty without `CLOCAL` would block an
     /// open that waits for carrier, and must not become the opener's controlling terminal). Only a held node is

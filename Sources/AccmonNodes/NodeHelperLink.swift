@@ -62,6 +62,10 @@ public final class NodeHelperLink: NodeControl {
         try value(\.held, call(.held), "held")
     }
 
+    public func unclaimedState(of path: String) throws(NodeError) -> NodeState {
+        try value(\.state, call(.state, path: path), path)
+    }
+
     public func openForIO(_ path: String, readOnly: Bool) throws(NodeError) -> FileDescriptor {
         _ = try value(\.open, call(.openForIO, path: path, readOnly: readOnly), path)
         guard let descriptor = link.takeDescriptor() else {

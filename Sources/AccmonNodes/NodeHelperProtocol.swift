@@ -16,9 +16,10 @@ public struct OpenOutcome: Sendable, Hashable, Codable {
 ///     {"v":1,"id":2,"ok":false,"error":{"code":"not-held","context":"release","object":"/dev/ttyUSB9",...}}
 ///
 /// Operations: `hold` (`path`, `holder`), `release` (`path`), `release-all`, `openers` (`path`), `cut` (`path`),
-/// `mark-port` and `unmark-port` (`port`), `held`, `open` (`path`, `readOnly`: the held node's descriptor comes with
-/// the reply, `SCM_RIGHTS`). A reply carries `ok` and either the operation's result under its
-/// name (`hold`, `release`, `results`, `openers`, `cut`, `triggered`, `held`) or an `error` (``NodeError``). A
+/// `mark-port` and `unmark-port` (`port`), `held`, `state` (`path`: its permissions without a claim), `open` (`path`,
+/// `readOnly`: the held node's descriptor comes with the reply, `SCM_RIGHTS`). A reply carries `ok` and either the
+/// operation's result under its name (`hold`, `release`, `results`, `openers`, `cut`, `triggered`, `held`, `state`)
+/// or an `error` (``NodeError``). A
 /// request of another version `v`, or one the helper cannot read, is answered with a `bad-request` error (its `id`
 /// when it has one), and the connection stays open.
 public enum NodeHelperProtocol {
@@ -33,7 +34,7 @@ public enum NodeHelperProtocol {
 /// One request line.
 public struct NodeRequest: Sendable, Hashable, Codable {
     public enum Operation: String, Sendable, Hashable, Codable, CaseIterable {
-        case hold, release, openers, cut, held
+        case hold, release, openers, cut, held, state
         case openForIO = "open"
         case releaseAll = "release-all"
         case markPort = "mark-port"
@@ -101,7 +102,7 @@ public struct NodeRequest: Sendable, Hashable, Codable {
         }
         switch operation {
         case .hold where request.path == nil || request.holder == nil: return refuse("hold needs path and holder")
-        case .release, .openers, .cut, .openForIO:
+        case .release, .openers, .cut, .openForIO, .state:
             if request.path == nil { return refuse("\(op) needs path") }
         case .markPort, .unmarkPort:
             if request.port == nil { return refuse("\(op) needs port") }
@@ -138,6 +139,7 @@ public struct NodeRequest: Sendable, Hashable, Codable {
                 reply.triggered = []
             case .unmarkPort: reply.triggered = try control.unmarkPort(port ?? "")
             case .held: reply.held = try control.held()
+            case .state: reply.state = try control.unclaimedState(of: path ?? "")
             }
         } catch {
             return (.failure(id: id, error), nil)
@@ -163,6 +165,7 @@ public struct NodeReply: Sendable, Hashable, Codable, LineReply {
     public var triggered: [String]?
     public var held: HeldState?
     public var open: OpenOutcome?
+    public var state: NodeState?
 
     public init(id: UInt64?) { self.id = id }
 

@@ -2,6 +2,13 @@ import AccmonSys
 import Glibc
 
 extension NodeKeeper {
+    public func unclaimedState(of path: String) throws(NodeError) -> NodeState {
+        if let record = try heldRecord(path, "state") { return record.original }
+        let node = try open(path, "state")
+        defer { node.close() }
+        return try state(of: node, "state", path)
+    }
+
     /// Opens a held node for I/O through its `O_PATH` descriptor (`/proc/self/fd/N`: the inode the record names, not
     /// whatever is at the path by now). The keeper needs no privilege for it: while held, a node is root's with the
     /// owner's read and write, and the helper runs as root.

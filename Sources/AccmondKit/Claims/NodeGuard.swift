@@ -44,6 +44,10 @@ protocol NodeOperations {
     func markPort(_ portPath: String, claimed: Bool) -> NodeStep
     /// Opens a held node for I/O (read and write, or read only) for its holder: the descriptor, or why not.
     func open(_ path: String, readOnly: Bool) -> (step: NodeStep, descriptor: FileDescriptor?)
+    /// Whether `uid` with `gids` could open the node (read and write, or read only) by its own permissions, with no
+    /// claim: the node's state before any claim (``AccmonNodes/NodeControl/unclaimedState(of:)``), checked as the
+    /// kernel checks it. `nil` with why when the node cannot be looked at.
+    func permits(_ path: String, uid: UInt32, gids: [UInt32], readOnly: Bool) -> (permitted: Bool?, step: NodeStep)
 }
 
 /// One operation on a node.
@@ -54,6 +58,8 @@ enum NodeOperation: Sendable, Hashable {
     case cut(String)
     case markPort(String, claimed: Bool)
     case open(String, readOnly: Bool)
+    /// Whether a user could open the node by its own permissions, before any claim.
+    case permits(String, uid: UInt32, gids: [UInt32], readOnly: Bool)
 }
 
 /// What an operation came to.
@@ -63,6 +69,8 @@ struct NodeResult: Sendable, Hashable {
     var openers: [NodeOpener] = []
     /// For `open`: the node's descriptor, which whoever takes the result must close (or hand on).
     var descriptor: FileDescriptor?
+    /// For `permits`: the answer, `nil` when the node could not be looked at (``step`` says why).
+    var permitted: Bool?
 }
 
 /// Runs node operations on a thread of its own, `accmond-nodes`, in the order they were submitted, and posts each
@@ -233,7 +241,8 @@ final class NodeGuard: Sendable {
     private func perform(_ operation: NodeOperation, simulated: Bool) -> NodeResult {
         let target: Target
         switch operation {
-        case .hold(let path, _), .release(let path), .openers(let path), .cut(let path), .open(let path, _):
+        case .hold(let path, _), .release(let path), .openers(let path), .cut(let path), .open(let path, _),
+            .permits(let path, _, _, _):
             target = .node(path, simulated: simulated)
         case .markPort:
             // Only real devices are re-enumerated by udev.
@@ -259,6 +268,9 @@ final class NodeGuard: Sendable {
         case .open(let path, let readOnly):
             let (step, descriptor) = operations.open(path, readOnly: readOnly)
             return NodeResult(operation: operation, step: step, descriptor: descriptor)
+        case .permits(let path, let uid, let gids, let readOnly):
+            let (permitted, step) = operations.permits(path, uid: uid, gids: gids, readOnly: readOnly)
+            return NodeResult(operation: operation, step: step, permitted: permitted)
         }
     }
 }

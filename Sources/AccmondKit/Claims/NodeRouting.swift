@@ -140,6 +140,9 @@ struct HelperOperations: NodeOperations, @unchecked Sendable {
     func open(_ path: String, readOnly: Bool) -> (step: NodeStep, descriptor: FileDescriptor?) {
         noticingReconnection { operations.open(path, readOnly: readOnly) }
     }
+    func permits(_ path: String, uid: UInt32, gids: [UInt32], readOnly: Bool) -> (permitted: Bool?, step: NodeStep) {
+        noticingReconnection { operations.permits(path, uid: uid, gids: gids, readOnly: readOnly) }
+    }
 }
 
 /// ``NodeOperations`` over the node library's ``NodeControl`` (the keeper or the helper's link).
@@ -227,6 +230,15 @@ struct ControlOperations: NodeOperations, @unchecked Sendable {
             return (.done, try control.openForIO(path, readOnly: readOnly))
         } catch {
             return (error.code == .missing && !simulated ? .gone("\(error)") : .failed("\(error)"), nil)
+        }
+    }
+
+    func permits(_ path: String, uid: UInt32, gids: [UInt32], readOnly: Bool) -> (permitted: Bool?, step: NodeStep) {
+        do {
+            let state = try control.unclaimedState(of: path)
+            return (state.allows(readOnly ? .read : .readWrite, uid: uid, gids: gids), .done)
+        } catch {
+            return (nil, .failed("\(error)"))
         }
     }
 
