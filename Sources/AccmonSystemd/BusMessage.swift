@@ -35,6 +35,21 @@ public final class BusMessage {
     public var member: String? { sd_bus_message_get_member(pointer).map { String(cString: $0) } }
     /// The signature of the whole body.
     public var signature: String { sd_bus_message_get_signature(pointer, 1).map { String(cString: $0) } ?? "" }
+    /// Whether the caller lets the service ask the user to authenticate (`ALLOW_INTERACTIVE_AUTHORIZATION`): polkit
+    /// may then start an authentication agent's dialog.
+    public var allowsInteractiveAuthorization: Bool {
+        sd_bus_message_get_allow_interactive_authorization(pointer) > 0
+    }
+    /// For a reply or an error, the serial of the call it answers.
+    public var replyCookie: UInt64? {
+        var cookie: UInt64 = 0
+        return sd_bus_message_get_reply_cookie(pointer, &cookie) >= 0 ? cookie : nil
+    }
+    /// An error reply's message.
+    public var errorMessage: String? {
+        guard let error = sd_bus_message_get_error(pointer), let message = error.pointee.message else { return nil }
+        return String(cString: message)
+    }
     /// Whether the caller asked for no reply (`NO_REPLY_EXPECTED`).
     public var expectsReply: Bool { sd_bus_message_get_expect_reply(pointer) > 0 }
     /// An error message's name.

@@ -10,15 +10,19 @@ dbus-daemon takes a connection's groups from its socket (SO_PEERGROUPS), which `
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pwd
 import queue
+import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 from pathlib import Path
@@ -75,14 +79,15 @@ def user_ids(name: str) -> tuple[int, int]:
     return entry.pw_uid, entry.pw_gid
 
 
-def as_user(user: Optional[str], member: bool = True) -> List[str]:
-    """The command prefix that runs a program as `user` (``None``: root), with the members' group or with no
-    supplementary group at all."""
+def as_user(user: Optional[str], member: bool = True, groups: Sequence[int] = ()) -> List[str]:
+    """The command prefix that runs a program as `user` (``None``: root), with the members' group (and `groups`) or
+    with no supplementary group at all."""
     if user is None:
         return []
     uid, gid = user_ids(user)
-    groups = ["--groups", str(MEMBERS_GID)] if member else ["--clear-groups"]
-    return ["setpriv", "--reuid", str(uid), "--regid", str(gid), *groups]
+    wanted = ([MEMBERS_GID] if member else []) + list(groups)
+    chosen = ["--groups", ",".join(map(str, wanted))] if wanted else ["--clear-groups"]
+    return ["setpriv", "--reuid", str(uid), "--regid", str(gid), *chosen]
 
 
 class PrivateBus:
@@ -137,8 +142,9 @@ class PrivateBus:
 class GLibPeer:
     """glib_peer.py as `user`: a GLib D-Bus connection that records every message it receives."""
 
-    def __init__(self, bus: PrivateBus, user: Optional[str] = None, member: bool = True, manager: bool = False) -> None:
-        command = [*as_user(user, member), "/usr/bin/python3", str(PEER_SCRIPT), bus.address]
+    def __init__(self, bus: PrivateBus, user: Optional[str] = None, member: bool = True, manager: bool = False,
+                 groups: Sequence[int] = ()) -> None:  # fmt: skip
+        command = [*as_user(user, member, groups), "/usr/bin/python3", str(PEER_SCRIPT), bus.address]
         if manager:
             command.append("--manager")
         self.process = subprocess.Popen(
@@ -242,8 +248,9 @@ def status(socket_path: str) -> Dict[str, Any]:
 
 
 def bus_sessions(socket_path: str) -> List[Dict[str, Any]]:
-    """The sessions `accmon status` marks as bus subscriptions."""
-    return [client for client in status(socket_path)["clients"] if client.get("transport") == "bus"]
+    """The live sessions `accmon status` marks as bus subscriptions (not those preserved for a restore id)."""
+    return [client for client in status(socket_path)["clients"]
+            if client.get("transport") == "bus" and client["state"] != "preserved"]  # fmt: skip
 
 
 def accessory_path(connection_id: int) -> str:
@@ -258,6 +265,46 @@ def apply_events(view: Dict[int, Dict[str, Any]], events: Sequence[Sequence[Any]
             view[connection] = fields
         else:
             view.pop(connection, None)
+
+
+class PrivatePty:
+    """A pseudo-terminal in a devpts instance of its own mounted below `directory` (accmond's --simulated-nodes, where
+    it enforces claims itself): its device node (what a simulated serial accessory names) and its master end, the
+    other end of the line."""
+
+    TIOCGPTN = 0x80045430
+    TIOCSPTLCK = 0x40045431
+
+    def __init__(self, directory: str, group: int = 20, mode: int = 0o660) -> None:
+        self.mount_point = os.path.join(directory, "pts")
+        os.makedirs(self.mount_point, exist_ok=True)
+        subprocess.run(["mount", "-t", "devpts", "-o", f"newinstance,ptmxmode=0666,mode={mode:o},gid={group}",
+                        "devpts", self.mount_point], check=True)  # fmt: skip
+        self.master = os.open(os.path.join(self.mount_point, "ptmx"), os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        fcntl.ioctl(self.master, self.TIOCSPTLCK, struct.pack("i", 0))
+        number = struct.unpack("i", fcntl.ioctl(self.master, self.TIOCGPTN, struct.pack("i", 0)))[0]
+        self.node = os.path.join(self.mount_point, str(number))
+        # Raw, so that what one end writes reaches the other as it is.
+        self.raw(self.master)
+
+    @staticmethod
+    def raw(descriptor: int) -> None:
+        attributes = termios.tcgetattr(descriptor)
+        attributes[3] &= ~(termios.ICANON | termios.ECHO)
+        termios.tcsetattr(descriptor, termios.TCSANOW, attributes)
+
+    def read(self, timeout: float = 5) -> bytes:
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        return os.read(self.master, 4096) if ready else b""
+
+    def close(self) -> None:
+        os.close(self.master)
+        subprocess.run(["umount", "-l", self.mount_point], check=False)
+
+
+def open_descriptors(pid: int) -> int:
+    """How many descriptors process `pid` has open."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def python_path() -> str:

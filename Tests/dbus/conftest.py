@@ -63,8 +63,8 @@ def peers(bus: PrivateBus) -> Iterator[Callable[..., GLibPeer]]:
     """Starts GLib peers on the test bus (``peers(user="www-data", manager=True)``); all are closed at the end."""
     made: List[GLibPeer] = []
 
-    def make(user: Optional[str] = None, member: bool = True, manager: bool = False) -> GLibPeer:
-        peer = GLibPeer(bus, user=user, member=member, manager=manager)
+    def make(user: Optional[str] = None, member: bool = True, manager: bool = False, groups: List[int] = []) -> GLibPeer:
+        peer = GLibPeer(bus, user=user, member=member, manager=manager, groups=groups)
         made.append(peer)
         return peer
 

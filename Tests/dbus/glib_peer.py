@@ -8,6 +8,9 @@ its first view), then answers each command line with one line:
 - ``{"op": "call", "path": P, "interface": I, "member": M, "args": GVARIANT_TEXT or null}``: a method call
   (arguments in GVariant's text format, such as ``"({'kind': <'usb'>},)"``) → ``{"ok": BODY}`` or
   ``{"error": NAME, "message": TEXT}``.
+- ``{"op": "async_call", "tag": T, ...}``: the same call, not awaited; ``{"op": "async_result", "tag": T}`` gives its
+  outcome once it came (``null`` before). A passed descriptor (`h`) is given as ``{"fd": N}``, this peer's descriptor,
+  which ``fd_write`` (``data``), ``fd_read`` (``timeout``) and ``fd_close`` use.
 - ``{"op": "objects"}``: the object manager client's objects → ``{"ok": {path: {interface: {property: value}}}}``.
 - ``{"op": "messages", "from": N}``: every message this connection received from the N-th on, in the order the bus
   delivered them (a filter on the connection sees each first) → ``{"ok": [...], "next": M}``.
@@ -17,7 +20,10 @@ its first view), then answers each command line with one line:
 - ``{"op": "quit"}``.
 """
 
+import errno
 import json
+import os
+import select
 import sys
 import threading
 from typing import Any, Dict, List
@@ -56,6 +62,9 @@ class Peer:
         self.received: List[Dict[str, Any]] = []
         self.auto_ack: set = set()
         self.flood_results: Dict[str, int] = {}
+        self.async_results: Dict[str, Any] = {}
+        #: Descriptors received (by the fd number this process holds), for the `fd_*` commands.
+        self.descriptors: Dict[int, int] = {}
         self.connection.add_filter(self.record)
         self.manager = None
         if with_manager:
@@ -103,20 +112,84 @@ class Peer:
             outcome = Gio.DBusError.get_remote_error(error) or error.message
         self.flood_results[outcome] = self.flood_results.get(outcome, 0) + 1
 
+    def async_done(self, connection: Gio.DBusConnection, result: Gio.AsyncResult, tag: str) -> None:
+        try:
+            reply, fds = connection.call_with_unix_fd_list_finish(result)
+            self.async_results[tag] = {"ok": self.unpack_with_fds(reply, fds)}
+        except GLib.Error as error:
+            name = Gio.DBusError.get_remote_error(error)
+            Gio.DBusError.strip_remote_error(error)
+            self.async_results[tag] = {"error": name, "message": error.message}
+
+    def unpack_with_fds(self, reply: GLib.Variant, fds: Any) -> Any:
+        """The reply's values; a descriptor (`h`) as {"fd": N}, N this process's descriptor (kept open)."""
+        values = plain(reply.unpack()) if reply is not None else []
+        if fds is not None and reply is not None and "h" in reply.get_type_string():
+            stolen = fds.steal_fds()
+            values = [{"fd": stolen[value]} if kind == "h" else value
+                      for kind, value in zip(reply.get_type_string()[1:-1], values)]  # fmt: skip
+        return values
+
     def handle(self, command: Dict[str, Any]) -> Dict[str, Any]:
         op = command["op"]
         if op == "call":
             args = GLib.Variant.parse(None, command["args"], None, None) if command.get("args") else None
             try:
-                reply = self.connection.call_sync(
+                reply, fds = self.connection.call_with_unix_fd_list_sync(
                     SERVICE, command["path"], command["interface"], command["member"], args, None,
-                    Gio.DBusCallFlags.NONE, command.get("timeout", 10000), None,
+                    Gio.DBusCallFlags.NONE, command.get("timeout", 10000), None, None,
                 )  # fmt: skip
             except GLib.Error as error:
                 name = Gio.DBusError.get_remote_error(error)
                 Gio.DBusError.strip_remote_error(error)
                 return {"error": name, "message": error.message}
-            return {"ok": plain(reply.unpack()) if reply is not None else []}
+            return {"ok": self.unpack_with_fds(reply, fds)}
+        if op == "fd_write":
+            return {"ok": os.write(command["fd"], command["data"].encode())}
+        if op == "fd_read":
+            # What the descriptor gives within `timeout` seconds ("" at its end; the error's name when it fails).
+            ready, _, _ = select.select([command["fd"]], [], [], command.get("timeout", 5))
+            if not ready:
+                return {"ok": None}
+            try:
+                return {"ok": os.read(command["fd"], 4096).decode(errors="replace")}
+            except OSError as error:
+                return {"error": errno.errorcode.get(error.errno, str(error.errno)), "message": str(error)}
+        if op == "fd_close":
+            os.close(command["fd"])
+            return {"ok": True}
+        if op == "async_call":
+            # A call not awaited (a wait in line): its outcome, with a passed descriptor, is kept under `tag`.
+            args = GLib.Variant.parse(None, command["args"], None, None) if command.get("args") else None
+            tag = command["tag"]
+            self.async_results[tag] = None
+            self.connection.call_with_unix_fd_list(
+                SERVICE, command["path"], command["interface"], command["member"], args, None,
+                Gio.DBusCallFlags.NONE, 120000, None, None, self.async_done, tag,
+            )  # fmt: skip
+            return {"ok": tag}
+        if op == "async_result":
+            return {"ok": self.async_results.get(command["tag"])}
+        if op == "open_cycles":
+            # `claims` times: `opens` Opens of the accessory at `path` (the first claims it, the others are more
+            # descriptors on the same claim), each descriptor closed, then the claim released; in this process, so
+            # that a thousand opens take what accmond takes, not this harness.
+            interface = "org.accmon.Accmon1.Accessory"
+            opened = 0
+            for _ in range(command["claims"]):
+                claim = None
+                for _ in range(command["opens"]):
+                    reply, fds = self.connection.call_with_unix_fd_list_sync(
+                        SERVICE, command["path"], interface, "Open", GLib.Variant("(sa{sv})", ("", {})), None,
+                        Gio.DBusCallFlags.NONE, 10000, None, None,
+                    )  # fmt: skip
+                    for descriptor in fds.steal_fds():
+                        os.close(descriptor)
+                    claim = reply.unpack()[1]
+                    opened += 1
+                self.connection.call_sync(SERVICE, claim, "org.accmon.Accmon1.Claim", "Release", None, None,
+                                          Gio.DBusCallFlags.NONE, 10000, None)  # fmt: skip
+            return {"ok": opened}
         if op == "objects":
             assert self.manager is not None, "started without --manager"
             objects: Dict[str, Any] = {}

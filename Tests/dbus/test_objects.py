@@ -6,7 +6,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ElementTree
 from typing import Any, Callable, Dict, List, Tuple
 
-from busrig import ACCESSORY_INTERFACE, INTERFACES, MANAGER, GLibPeer, PrivateBus, accessory_path, eventually
+from busrig import (
+    ACCESSORY_INTERFACE, INTERFACES, MANAGER, GLibPeer, PrivateBus, PrivatePty, accessory_path, eventually,
+)
 
 from accmon.simulator import SimulatedDaemon
 
@@ -75,16 +77,28 @@ def test_the_interfaces_accmond_declares_are_those_of_the_shipped_file(
     daemon: SimulatedDaemon, peers: Callable[..., GLibPeer]
 ) -> None:
     shipped = _interfaces(INTERFACES.read_text())
-    assert set(shipped) == {"org.accmon.Accmon1.Manager", ACCESSORY_INTERFACE, "org.accmon.Accmon1.Subscription"}
-    peer = peers(user="www-data")
-    gps = daemon.plug("usb", vendor="1546", product="01a7")
-    subscription = peer.subscribe()
+    assert set(shipped) == {"org.accmon.Accmon1.Manager", ACCESSORY_INTERFACE, "org.accmon.Accmon1.Subscription",
+                            "org.accmon.Accmon1.Claim"}  # fmt: skip
+    peer = peers(user="www-data", groups=[20])
+    pty = PrivatePty(daemon.nodes_dir)
+    try:
+        gps = daemon.plug("serial", vendor="1546", product="01a7", nodes=[pty.node])
+        subscription = peer.subscribe()
+        claim = peer.ok(accessory_path(gps), ACCESSORY_INTERFACE, "Open", "('', @a{sv} {})")[1]
+        declared = _declared(peer, (MANAGER, accessory_path(gps), subscription, claim))
+    finally:
+        pty.close()
+    assert declared == shipped
+
+
+def _declared(peer: GLibPeer, paths: Tuple[str, ...]) -> Dict[str, Any]:
+    """The accmon interfaces accmond declares on `paths`, checking that each object has the standard ones too."""
     declared: Dict[str, Any] = {}
-    for path in (MANAGER, accessory_path(gps), subscription):
+    for path in paths:
         xml = peer.ok(path, "org.freedesktop.DBus.Introspectable", "Introspect")[0]
         declared.update(_interfaces(xml))
         # Every object also has the standard interfaces.
         standard = {i.get("name") for i in ElementTree.fromstring(xml).iter("interface")}
         assert {"org.freedesktop.DBus.Peer", "org.freedesktop.DBus.Introspectable",
                 "org.freedesktop.DBus.Properties"} <= standard  # fmt: skip
-    assert declared == shipped
+    return declared

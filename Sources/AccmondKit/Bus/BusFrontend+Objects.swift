@@ -98,6 +98,8 @@ extension BusFrontend {
             return BusAccessoryProperties.all(accessory, claim: claim(on: id))
         case (BusAPI.subscriptionInterface, .subscription(let session)):
             return subscriptionProperties(session)
+        case (BusAPI.claimInterface, .claim(let claim)):
+            return claimProperties(claim)
         default:
             return []
         }

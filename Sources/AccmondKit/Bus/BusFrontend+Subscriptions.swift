@@ -140,6 +140,10 @@ extension BusFrontend {
     /// a restore id come back at their paths, without a new `Subscribe`.
     func peerPresent(_ name: String, _ credentials: BusCredentials) {
         guard let busID else { return }
+        if let peer = peers[name] ?? (claimHolders(on: busID).contains(name) ? BusPeer(name: name, credentials: credentials) : nil) {
+            peers[name] = peer
+            takeUpClaims(of: peer)
+        }
         let returning = state.preserved.sessions.filter {
             $0.value.bus?.peer == name && $0.value.bus?.busID == busID && $0.key.uid == credentials.uid
         }

@@ -14,6 +14,8 @@ final class BusPeer {
     var watches = false
     /// Its subscription objects.
     var subscriptions: Set<String> = []
+    /// The session that holds its claims (made at its first `Open`).
+    var claimSession: Session?
 
     init(name: String, credentials: BusCredentials) {
         self.name = name
@@ -37,7 +39,16 @@ final class BusFrontend {
     let publisher: Publisher
     let persistence: Persistence
     let inbound: Mailbox<BusInbound>
+    let manifestLoader: ManifestLoader
     private let service: BusService
+    /// The `Open`s in progress.
+    var opens = PendingOpens()
+    /// Admin calls waiting for polkit, by the check's id (the call's).
+    var pendingAdmin: [UInt64: BusCall] = [:]
+    /// Claims to end when their holder's login session is no longer in front, by claim id: the peer.
+    var inactiveReleases: [String: String] = [:]
+    /// `Reload` calls waiting for the manifest load with at least this generation.
+    var reloadsWaiting: [(call: BusCall, generation: UInt64)] = []
     /// What goes to the bus thread at the end of this turn, in order.
     private var outgoing: [BusOutbound] = []
     /// The subscriptions' events of this turn not yet in ``outgoing``: put there before anything else is, as one
@@ -64,12 +75,14 @@ final class BusFrontend {
     /// The most calls that may wait for their users' share; past it a call is refused.
     static let maximumHeldCalls = 4096
 
-    init(state: BrokerState, publisher: Publisher, persistence: Persistence, address: String?, wakeup: WakeupEvent)
-        throws(Errno)
-    {
+    init(
+        state: BrokerState, publisher: Publisher, persistence: Persistence, manifestLoader: ManifestLoader,
+        address: String?, wakeup: WakeupEvent
+    ) throws(Errno) {
         self.state = state
         self.publisher = publisher
         self.persistence = persistence
+        self.manifestLoader = manifestLoader
         inbound = Mailbox(wakeup: wakeup)
         service = try BusService(address: address, inbound: inbound, logger: state.logger)
     }
@@ -88,6 +101,12 @@ final class BusFrontend {
             case .call(let call): take(call)
             case .peerLeft(let name): peerLeft(name)
             case .peerPresent(let name, let credentials): peerPresent(name, credentials)
+            case .authorized(let id, let answer):
+                if opens.authorizing.contains(id) {
+                    openAuthorized(id, answer)
+                } else {
+                    adminAuthorized(id, answer)
+                }
             }
         }
     }
@@ -104,6 +123,7 @@ final class BusFrontend {
         self.busID = busID
         // Peers still on this bus get their subscriptions back by themselves (an accmond restart, a lost connection).
         let names = Set(state.preserved.sessions.values.compactMap { $0.bus?.busID == busID ? $0.bus?.peer : nil })
+            .union(claimHolders(on: busID))
         if !names.isEmpty { enqueue(.probePeers(names.sorted())) }
     }
 
@@ -118,6 +138,11 @@ final class BusFrontend {
     func peerLeft(_ name: String, reason: String = "left the bus") {
         guard let peer = peers.removeValue(forKey: name) else { return }
         if peer.watches { watcherCount -= 1 }
+        dropOpens(of: peer)
+        pendingAdmin = pendingAdmin.filter { $0.value.sender != name }
+        reloadsWaiting.removeAll { $0.call.sender == name }
+        // Its claims end with its claim session: a crashed app's claim ends at once.
+        if let session = peer.claimSession { state.sessions.close(session, reason: "bus peer \(name) \(reason)") }
         for path in peer.subscriptions.sorted() {
             if let session = subscriptions[path] { state.sessions.close(session, reason: "bus peer \(name) \(reason)") }
         }
@@ -184,10 +209,19 @@ final class BusFrontend {
         enqueue(.reply(callID: call.id, BusBody(values: values)))
     }
 
-    /// Replies with what the bus thread writes (a large reply costs the loop nothing but the capture).
-    func reply(_ call: BusCall, made body: BusBody) {
-        guard call.expectsReply else { return }
-        enqueue(.reply(callID: call.id, body))
+    /// Replies with what the bus thread writes (a large reply costs the loop nothing but the capture), passing
+    /// `descriptors` (which the bus thread closes once sent, or dropped).
+    func reply(_ call: BusCall, made body: BusBody, passing descriptors: [FileDescriptor] = []) {
+        guard call.expectsReply else {
+            for descriptor in descriptors { descriptor.close() }
+            return
+        }
+        enqueue(.reply(callID: call.id, body, descriptors: descriptors))
+    }
+
+    /// Asks polkit (on the bus thread); the answer comes back as ``BusInbound/authorized(id:_:)``.
+    func enqueueAuthorization(id: UInt64, peer: String, action: String, details: [String: String], interactive: Bool) {
+        enqueue(.authorize(id: id, peer: peer, action: action, details: details, interactive: interactive))
     }
 
     func fail(_ call: BusCall, _ error: BusError) {
@@ -249,6 +283,8 @@ final class BusFrontend {
         case accessory(ConnectionID)
         case subscriptions
         case subscription(Session)
+        case claims
+        case claim(Claim)
     }
 
     private func objectKind(_ path: String, for peer: BusPeer) -> ObjectKind? {
@@ -259,10 +295,12 @@ final class BusFrontend {
         case BusAPI.managerPath: return .manager
         case BusAPI.accessoriesPath: return .accessories
         case BusAPI.subscriptionsPath: return .subscriptions
+        case BusAPI.claimsPath: return .claims
         default:
             if let id = BusAPI.connectionID(ofPath: path) {
                 return isVisible(id, to: peer) ? .accessory(id) : nil
             }
+            if let number = BusAPI.claimNumber(ofPath: path) { return ownClaim(number, of: peer).map { .claim($0) } }
             if let session = subscriptions[path], session.busEndpoint?.peer == peer.name { return .subscription(session) }
             return nil
         }
@@ -271,7 +309,9 @@ final class BusFrontend {
     /// The interfaces of an object kind.
     private func interfaces(of kind: ObjectKind) -> [BusInterfaceDescription] {
         switch kind {
-        case .ancestor, .accessories, .subscriptions: [StandardBusInterfaces.introspectable, StandardBusInterfaces.peer]
+        case .ancestor, .accessories, .subscriptions, .claims:
+            [StandardBusInterfaces.introspectable, StandardBusInterfaces.peer]
+        case .claim: BusAPI.claimInterfaces
         case .manager: BusAPI.managerInterfaces
         case .accessory: BusAPI.accessoryInterfaces
         case .subscription: BusAPI.subscriptionInterfaces
@@ -319,6 +359,13 @@ final class BusFrontend {
         case ("org.freedesktop.DBus.Properties", let member): properties(call, member, kind, peer, available)
         case ("org.freedesktop.DBus.ObjectManager", "GetManagedObjects"): managedObjects(call, peer)
         case (BusAPI.managerInterface, "Subscribe"): subscribe(call, peer)
+        case (BusAPI.managerInterface, _): adminCall(call, peer)
+        case (BusAPI.accessoryInterface, _):
+            guard case .accessory(let connection) = kind else { return }
+            open(call, peer, connection)
+        case (BusAPI.claimInterface, _):
+            guard case .claim(let claim) = kind else { return }
+            releaseClaim(call, claim)
         case (BusAPI.subscriptionInterface, let member):
             guard case .subscription(let session) = kind else { return }
             subscriptionCall(call, member, session)
@@ -332,7 +379,7 @@ final class BusFrontend {
         let children: [String]
         switch kind {
         case .ancestor(let child): children = [child]
-        case .manager: children = ["accessories", "subscriptions"]
+        case .manager: children = ["accessories", "claims", "subscriptions"]
         case .accessories:
             watch(peer)
             children = visibleAccessories(for: peer).accessories.map { String($0.connectionID.rawValue) }
@@ -341,7 +388,12 @@ final class BusFrontend {
         case .accessory:
             watch(peer)
             children = []
-        case .subscription: children = []
+        case .subscription, .claim: children = []
+        case .claims:
+            let own = peer.claimSession.map { session in
+                state.claims?.book.claims.values.filter { $0.holder.session == session.number }.map(\.number) ?? []
+            } ?? []
+            children = own.sorted().map(String.init)
         }
         reply(call, [.string(BusInterfaceDescription.document(interfaces: available, children: children))])
     }

@@ -1,3 +1,4 @@
+import AccmonSys
 import AccmonSystemd
 
 /// What the bus thread has to send, in the order the loop posted it for each peer, taken one message per peer in
@@ -11,7 +12,7 @@ import AccmonSystemd
 struct BusOutbox {
     /// One message to one peer.
     enum Entry {
-        case reply(callID: UInt64, BusBody)
+        case reply(callID: UInt64, BusBody, descriptors: [FileDescriptor])
         case error(callID: UInt64, BusError)
         case signal(destination: String, path: String, interface: String, member: String, body: SharedBody)
     }
@@ -48,6 +49,9 @@ struct BusOutbox {
     private var turn = 0
     /// Probes of peers, answered before any entry.
     private(set) var probes: [String] = []
+    /// polkit checks to start, before any entry.
+    private(set) var authorizations:
+        [(id: UInt64, peer: String, action: String, details: [String: String], interactive: Bool)] = []
 
     var isEmpty: Bool { turns.isEmpty }
     /// Entries waiting, all peers together.
@@ -57,9 +61,12 @@ struct BusOutbox {
     mutating func take(_ items: [BusOutbound], callers: (UInt64) -> String?) {
         for item in items {
             switch item {
-            case .reply(let id, let body):
-                guard let caller = callers(id) else { continue }
-                append(.reply(callID: id, body), to: caller)
+            case .reply(let id, let body, let descriptors):
+                guard let caller = callers(id) else {
+                    for descriptor in descriptors { descriptor.close() }
+                    continue
+                }
+                append(.reply(callID: id, body, descriptors: descriptors), to: caller)
             case .error(let id, let error):
                 guard let caller = callers(id) else { continue }
                 append(.error(callID: id, error), to: caller)
@@ -74,6 +81,8 @@ struct BusOutbox {
                 }
             case .probePeers(let names):
                 probes += names
+            case .authorize(let id, let peer, let action, let details, let interactive):
+                authorizations.append((id, peer, action, details, interactive))
             }
         }
     }
@@ -82,6 +91,14 @@ struct BusOutbox {
     mutating func takeProbes() -> [String] {
         defer { probes = [] }
         return probes
+    }
+
+    /// The polkit checks taken, emptied.
+    mutating func takeAuthorizations()
+        -> [(id: UInt64, peer: String, action: String, details: [String: String], interactive: Bool)]
+    {
+        defer { authorizations = [] }
+        return authorizations
     }
 
     private mutating func append(_ entry: Entry, to peer: String) {
@@ -110,12 +127,22 @@ struct BusOutbox {
         return entry
     }
 
-    /// Drops everything for peers gone with a lost connection.
-    mutating func removeAll() {
+    /// Drops everything for peers gone with a lost connection (the descriptors replies were to pass are closed);
+    /// returns the polkit checks not started, which the caller answers as unavailable.
+    @discardableResult
+    mutating func removeAll() -> [UInt64] {
+        for queue in queues.values {
+            for case .reply(_, _, let descriptors) in queue.entries[queue.head...] {
+                for descriptor in descriptors { descriptor.close() }
+            }
+        }
+        defer { authorizations = [] }
+        let unstarted = authorizations.map(\.id)
         queues = [:]
         turns = []
         turn = 0
         probes = []
         count = 0
+        return unstarted
     }
 }

@@ -67,6 +67,7 @@ final class BusService: Sendable {
         var pause: Int32 = 1000
         var retryAt: UInt64 = 0
         var pending = BusOutbox()
+        var polkit = PolkitChecks()
         while true {
             if link == nil, monotonicNanoseconds() >= retryAt {
                 do {
@@ -87,6 +88,9 @@ final class BusService: Sendable {
                 // More to send and room in sd-bus's queue: look and go on at once; else wait for the bus.
                 let canWrite = (link.connection.queuedWriteCount ?? 0) < Self.writeQueueBound
                 timeout = pending.isEmpty || !canWrite ? link.connection.millisecondsUntilTimeout() ?? -1 : 0
+                if let due = polkit.millisecondsUntilDeadline(now: monotonicNanoseconds()) {
+                    timeout = timeout < 0 ? due : min(timeout, due)
+                }
             } else {
                 let now = monotonicNanoseconds()
                 timeout = retryAt > now ? Int32(min((retryAt - now) / 1_000_000 + 1, 30_000)) : 0
@@ -99,7 +103,9 @@ final class BusService: Sendable {
             }
             guard let current = link else {
                 // No connection: what the loop sends meanwhile is for peers that are gone.
-                pending.removeAll()
+                pending.take(items) { _ in nil }
+                let refused = pending.removeAll().map { BusInbound.authorized(id: $0, .unavailable("polkit: no bus")) }
+                if !refused.isEmpty { inbound.post(refused) }
                 continue
             }
             pending.take(items) { current.calls[$0]?.sender }
@@ -110,8 +116,19 @@ final class BusService: Sendable {
                         received.append(.peerPresent(name, credentials))
                     }
                 }
+                for check in pending.takeAuthorizations() {
+                    if let answer = polkit.start(
+                        id: check.id, peer: check.peer, action: check.action, details: check.details,
+                        interactive: check.interactive, on: current.connection)
+                    {
+                        received.append(.authorized(id: answer.id, answer.1))
+                    }
+                }
                 try send(&pending, on: current)
-                try receive(on: current, into: &received, nextCallID: &nextCallID)
+                try receive(on: current, into: &received, nextCallID: &nextCallID, polkit: &polkit)
+                for (id, answer) in polkit.expired(now: monotonicNanoseconds()) {
+                    received.append(.authorized(id: id, answer))
+                }
                 if pending.count > Self.maximumWaitingEntries {
                     throw SystemdBusError(
                         name: "",
@@ -121,7 +138,10 @@ final class BusService: Sendable {
                 logger.warning(.bus, "bus: connection lost: \(error); connecting again in \(pause / 1000) s")
                 received.append(.disconnected(reason: "\(error)"))
                 link = nil
-                pending.removeAll()
+                for id in pending.removeAll() { received.append(.authorized(id: id, .unavailable("polkit: no bus"))) }
+                for (id, answer) in polkit.cancelAll("the bus connection was lost") {
+                    received.append(.authorized(id: id, answer))
+                }
                 retryAt = monotonicNanoseconds() + UInt64(pause) * 1_000_000
             }
             if !received.isEmpty { inbound.post(received) }
@@ -156,7 +176,9 @@ final class BusService: Sendable {
         let until = monotonicNanoseconds() + Self.sendingSlice
         while (connection.queuedWriteCount ?? 0) < Self.writeQueueBound, let entry = pending.next() {
             switch entry {
-            case .reply(let id, let values):
+            case .reply(let id, let values, let descriptors):
+                // sd-bus duplicates a passed descriptor: this one is closed whatever happens.
+                defer { for descriptor in descriptors { descriptor.close() } }
                 guard let call = link.calls.removeValue(forKey: id) else { continue }
                 let reply = try connection.methodReturn(to: call)
                 try values.write(reply)
@@ -182,9 +204,9 @@ final class BusService: Sendable {
     static let sendingSlice: UInt64 = 5_000_000
 
     /// Takes what arrived: method calls (with their sender's credentials) and departures.
-    private func receive(on link: Link, into received: inout [BusInbound], nextCallID: inout UInt64)
-        throws(SystemdBusError)
-    {
+    private func receive(
+        on link: Link, into received: inout [BusInbound], nextCallID: inout UInt64, polkit: inout PolkitChecks
+    ) throws(SystemdBusError) {
         let connection = link.connection
         while let message = try connection.next() {
             switch message.kind {
@@ -217,7 +239,8 @@ final class BusService: Sendable {
                         BusCall(
                             id: id, sender: sender, credentials: credentials, path: message.path ?? "",
                             interface: message.interface ?? "", member: message.member ?? "",
-                            signature: message.signature, arguments: arguments, expectsReply: message.expectsReply)))
+                            signature: message.signature, arguments: arguments, expectsReply: message.expectsReply,
+                            allowsInteraction: message.allowsInteractiveAuthorization)))
             case .signal:
                 if message.isSignal("org.freedesktop.DBus", "NameOwnerChanged"),
                     case .string(let name)? = try? message.readArguments().first,  // try?: a malformed one is ignored
@@ -229,6 +252,8 @@ final class BusService: Sendable {
                 {
                     throw SystemdBusError(name: "", message: "lost the name \(BusAPI.serviceName)")
                 }
+            case .methodReturn, .error:
+                if let (id, answer) = polkit.answer(message) { received.append(.authorized(id: id, answer)) }
             default:
                 continue
             }

@@ -48,6 +48,17 @@ struct BusCall: Sendable {
     var arguments: [BusValue]
     /// Whether the caller waits for a reply (no `NO_REPLY_EXPECTED` flag).
     var expectsReply: Bool
+    /// Whether the caller lets polkit ask its user to authenticate (`ALLOW_INTERACTIVE_AUTHORIZATION`).
+    var allowsInteraction = false
+}
+
+/// What polkit answered about a caller (`CheckAuthorization`).
+enum BusAuthorization: Sendable, Hashable {
+    case allowed
+    /// Not authorized: why, in words for the caller.
+    case denied(String)
+    /// polkit could not be asked or did not answer in time: refused, never allowed.
+    case unavailable(String)
 }
 
 /// What the bus thread tells the loop.
@@ -62,6 +73,8 @@ enum BusInbound: Sendable {
     case peerLeft(String)
     /// An answer to ``BusOutbound/probePeers(_:)``: the peer is on the bus, with these credentials.
     case peerPresent(String, BusCredentials)
+    /// polkit's answer to ``BusOutbound/authorize(id:peer:action:details:interactive:)``.
+    case authorized(id: UInt64, BusAuthorization)
 }
 
 /// The arguments of a reply or a signal, written into the message on the bus thread when it sends it: the loop hands
@@ -86,11 +99,15 @@ struct BusSignalTarget: Sendable, Hashable {
 
 /// What the loop tells the bus thread, in order: replies, signals, probes.
 enum BusOutbound: Sendable {
-    case reply(callID: UInt64, BusBody)
+    /// A reply; `descriptors` are what its body passes (`h`), which the bus thread closes once sent or dropped.
+    case reply(callID: UInt64, BusBody, descriptors: [FileDescriptor] = [])
     case error(callID: UInt64, BusError)
     /// A signal to each of `targets`, the same arguments for all (written once, copied for the others).
     case signal(targets: [BusSignalTarget], interface: String, member: String, body: BusBody)
     /// Which of these unique names are on the bus now: each present one is answered with
     /// ``BusInbound/peerPresent(_:_:)``.
     case probePeers([String])
+    /// Asks polkit whether `peer` is authorized for `action` (`details` for its message), with the user's
+    /// interaction when `interactive`; answered with ``BusInbound/authorized(id:_:)``.
+    case authorize(id: UInt64, peer: String, action: String, details: [String: String], interactive: Bool)
 }

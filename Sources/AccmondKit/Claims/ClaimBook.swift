@@ -17,6 +17,9 @@ struct Claimant: Sendable, Hashable, Codable {
     var restoreKey: RestoreKey?
     /// While away: when the claim (or the place in line) is given up (monotonic nanoseconds).
     var awayUntil: UInt64?
+    /// For a claim made on the bus (`Accessory.Open`), the peer that made it: after a restart of accmond, a peer still
+    /// on the same bus takes its claims up again by itself.
+    var bus: BusPeerIdentity? = nil
 
     /// Whether `other` is the same claimer (the same uid, and the same remote user), as a token's bearer must be.
     func isSameClaimer(as other: Claimant) -> Bool {

@@ -207,10 +207,36 @@ extension ClaimDesk {
 
     // MARK: Telling
 
-    /// Queues a notice for a live session.
+    /// Queues a notice for a live session (a bus claimer's goes to the bus as a signal, ``BusFrontend``).
     func tell(_ session: UInt64?, _ notice: ClaimNotice) {
         guard let number = session, let session = state.sessions[number], !session.isClosing else { return }
+        if session.busEndpoint != nil {
+            state.bus?.claimNotice(notice, to: session)
+            return
+        }
         state.reply(to: session, .claimNotice(notice))
+    }
+
+    /// Ends claim `number` as its holder's release does; `done` runs once its nodes are as they were.
+    func releaseOwn(_ number: UInt64, actor: Party, done: @escaping () -> Void) {
+        guard let ended = book.end(number) else { return done() }
+        let batch = finish([.ended(ended, why: .released)], world: world(), actor: actor)
+        after(batch, done)
+    }
+
+    /// Breaks claim `number` as an admin's `release` with `force` does; `done` runs once its nodes are as they were.
+    func breakClaim(_ number: UInt64, by actor: Party, reason: String, done: @escaping () -> Void) {
+        guard let ended = book.end(number) else { return done() }
+        let batch = finish([.ended(ended, why: .broken(by: actor, reason: reason))], world: world(), actor: actor)
+        after(batch, done)
+    }
+
+    private func after(_ batch: UInt64?, _ done: @escaping () -> Void) {
+        guard let batch else { return done() }
+        awaiting[batch] = { [self] result in
+            logFailures(result)
+            done()
+        }
     }
 
     /// Tells the holders of `numbers` that someone asked for what they hold.

@@ -103,9 +103,7 @@ final class ClaimDesk {
 
     /// `claim`: granted (once enforced), queued, or refused.
     func claim(_ session: Session, id: RequestID?, _ request: ClaimRequest, handler: RequestHandler) {
-        var claimant = Claimant(
-            party: party(of: session), principal: session.principal, remoteUser: nil, session: session.number,
-            restoreKey: request.preserve ? session.restoreKey : nil, awayUntil: nil)
+        var claimant = claimant(of: session, preserve: request.preserve)
         if let remote = request.remoteUser {
             guard let principal = session.principal,
                 state.authorizer.manifest.isBridge(uid: principal.uid, gids: principal.gids, accounts: state.authorizer.accounts)
@@ -121,24 +119,65 @@ final class ClaimDesk {
             claimant.party = Party(user: remote, remote: true)
             claimant.remoteUser = remote
         }
+        let responder = ClaimResponder(
+            waits: { session.awaitsClaim = true },
+            answer: { [self] response in
+                let waited = session.awaitsClaim
+                session.awaitsClaim = false
+                defer { if waited { resumeRequests?(session) } }
+                guard !session.isClosing else { return }
+                switch response {
+                case .claim(let info): state.reply(to: session, .claim(id: id, info))
+                case .refused(let error): handler.reply(to: session, id: id, error)
+                }
+            })
+        self.request(request, by: claimant, responder: responder)
+    }
+
+    /// The claimant a session is: its party and principal, and with `preserve` its restore id.
+    func claimant(of session: Session, preserve: Bool) -> Claimant {
+        Claimant(
+            party: party(of: session), principal: session.principal, remoteUser: nil, session: session.number,
+            restoreKey: preserve ? session.restoreKey : nil, awayUntil: nil,
+            bus: session.busEndpoint.map { BusPeerIdentity(peer: $0.peer, busID: $0.busID, objectPath: "") })
+    }
+
+    /// What a claim request came to, for whoever asked (a socket client's reply, a bus caller's).
+    enum ClaimResponse {
+        /// Held (enforced and on disk), waiting in line (its place on disk), or taken up again with its token.
+        case claim(ClaimInfo)
+        /// Refused; held by others: `claim-conflict` with the holders.
+        case refused(ProtocolError)
+    }
+
+    /// Where a request's answer goes: `waits` when it will come later (after enforcement, after the disk), `answer`
+    /// with it.
+    struct ClaimResponder {
+        var waits: () -> Void
+        var answer: (ClaimResponse) -> Void
+    }
+
+    /// A claim request of `claimant` (the socket's `claim`, the bus's `Open`): granted once enforced and on disk,
+    /// queued, or refused; a conflict tells the holders.
+    func request(_ request: ClaimRequest, by claimant: Claimant, responder: ClaimResponder) {
         if case .resume(let token) = request.target {
-            resume(token, by: claimant, session: session, id: id, handler: handler)
+            resume(token, by: claimant, responder: responder)
             return
         }
         let world = world()
         switch book.request(request, by: claimant, in: world) {
         case .refused(let error):
-            handler.reply(to: session, id: id, error)
+            responder.answer(.refused(error))
         case .conflict(let numbers):
             let holders = numbers.compactMap { book.claims[$0] }.map { summary(of: $0, world) }
             tellHolders(numbers, of: .contention, by: claimant.party, reason: request.reason)
-            handler.reply(
-                to: session, id: id,
-                ProtocolError(
-                    .claimConflict,
-                    "claim: accessories: held: " + holders.map(Self.describe).joined(separator: "; ")
-                        + " (ask with wait to wait in line)",
-                    holders: holders))
+            responder.answer(
+                .refused(
+                    ProtocolError(
+                        .claimConflict,
+                        "claim: accessories: held: " + holders.map(Self.describe).joined(separator: "; ")
+                            + " (ask with wait to wait in line)",
+                        holders: holders)))
         case .queued(let waiter):
             let blockers = Set(book.candidates(of: waiter, world).compactMap { book.holding[$0] }).sorted()
             tellHolders(blockers, of: .contention, by: claimant.party, reason: request.reason)
@@ -147,46 +186,33 @@ final class ClaimDesk {
             publishChanges()
             // Told once its place in line is on disk, as a grant is.
             let info = info(of: waiter, world)
-            session.awaitsClaim = true
-            persistence.whenSaved { [self] in
-                session.awaitsClaim = false
-                if !session.isClosing { state.reply(to: session, .claim(id: id, info)) }
-                resumeRequests?(session)
-            }
+            responder.waits()
+            persistence.whenSaved { responder.answer(.claim(info)) }
         case .granted(let claim):
-            session.awaitsClaim = true
-            enforce(claim) { [self] outcome in
-                session.awaitsClaim = false
-                defer { resumeRequests?(session) }
-                guard !session.isClosing else { return }
+            responder.waits()
+            enforce(claim) { outcome in
                 switch outcome {
-                case .enforced(let info): state.reply(to: session, .claim(id: id, info))
-                case .refused(let error): handler.reply(to: session, id: id, error)
+                case .enforced(let info): responder.answer(.claim(info))
+                case .refused(let error): responder.answer(.refused(error))
                 }
             }
         }
     }
 
-    private func resume(
-        _ token: String, by claimant: Claimant, session: Session, id: RequestID?, handler: RequestHandler
-    ) {
+    private func resume(_ token: String, by claimant: Claimant, responder: ClaimResponder) {
         let world = world()
         switch book.resume(token: token, by: claimant) {
-        case .refused(let error): handler.reply(to: session, id: id, error)
+        case .refused(let error): responder.answer(.refused(error))
         case .claim(let number):
             guard let claim = book.claims[number] else { return }
             log(.claimGranted, "claim taken up again by its holder", claim: claim)
             let info = info(of: claim, world)
-            session.awaitsClaim = true
-            persistence.whenSaved { [self] in
-                session.awaitsClaim = false
-                if !session.isClosing { state.reply(to: session, .claim(id: id, info)) }
-                resumeRequests?(session)
-            }
+            responder.waits()
+            persistence.whenSaved { responder.answer(.claim(info)) }
         case .waiter(let number):
             guard let waiter = book.waiters.first(where: { $0.number == number }) else { return }
             persistence.markDirty()
-            state.reply(to: session, .claim(id: id, info(of: waiter, world)))
+            responder.answer(.claim(info(of: waiter, world)))
             // Back in line: what freed up while it was away may be its now.
             finish([], world: world, actor: nil)
         }

@@ -95,7 +95,8 @@ final class BrokerLoop {
         if configuration.servesBus {
             do {
                 state.bus = try BusFrontend(
-                    state: state, publisher: publisher, persistence: persistence, address: nil, wakeup: sink.wakeup)
+                    state: state, publisher: publisher, persistence: persistence, manifestLoader: loader, address: nil,
+                    wakeup: sink.wakeup)
             } catch {
                 throw DaemonError(description: "accmond: bus thread: \(error)")
             }

@@ -16,6 +16,7 @@ extension RequestHandler {
     /// A load finished: puts it in force (or refuses it) and answers the `reload` requests it covers.
     func manifestLoaded(_ loaded: LoadedManifest) {
         let problems = publisher.install(loaded, initial: false)
+        state.bus?.manifestLoaded(generation: loaded.generation, problems: problems)
         let answered = reloadsWaiting.filter { $0.generation <= loaded.generation }
         reloadsWaiting.removeAll { $0.generation <= loaded.generation }
         for (session, id, _) in answered {
