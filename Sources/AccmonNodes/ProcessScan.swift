@@ -6,8 +6,8 @@ import Glibc
 ///
 /// It never asks a file system about a descriptor it does not have to: each descriptor's mount is read first from
 /// `/proc/PID/fdinfo/N` (`mnt_id`, which is no look at the file), and only a descriptor on a mount of one of the
-/// files' own file systems (for device nodes, `/dev`'s devtmpfs, mounted wherever) is looked at, with `statx`
-/// (`AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT`). So a descriptor on a stalled NFS mount or on a user's FUSE mount
+/// files' own file systems (for device nodes, `/dev`'s devtmpfs, mounted wherever, in any mount namespace) is looked
+/// at, with `statx` (`AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT`). So a descriptor on a stalled NFS mount or on a user's FUSE mount
 /// (which would answer `stat` when it likes, and as whatever device it likes) neither blocks the scan nor fakes an
 /// opener. A node of the same device on another file system (a container's own `/dev`, made with `mknod`) is
 /// therefore not seen. The scan stops at its time limit and says it is incomplete.
@@ -50,12 +50,20 @@ public enum ProcessScan {
             $0 != own && !excluding.contains($0)
         }
         let fileSystems = Set(files.map(\.fileSystem))
+        // The mounts of the files' file systems in every mount namespace there is (this one, and each process's, the
+        // excluded ones' too): a mount id is the kernel's, one for all namespaces, and a descriptor passed from one
+        // namespace to another (SCM_RIGHTS: accmond's Open, into a sandbox) names the mount it was opened through,
+        // which the receiver's namespace may not have. Looking only at the receiver's own mounts missed such an
+        // opener, and a broken claim left its descriptor uncut.
         var mounts = MountTables()
+        var wanted = mounts.mounts(of: fileSystems, seenBy: own)
+        for pid in pids + excluding.sorted() {
+            guard clock.now < deadline else { return Result(openers: found, complete: false) }
+            wanted.formUnion(mounts.mounts(of: fileSystems, seenBy: pid))
+        }
+        guard !wanted.isEmpty else { return Result(openers: found, complete: true) }
         for pid in pids.sorted() {
             guard clock.now < deadline else { return Result(openers: found, complete: false) }
-            // The mounts of the files' file systems as this process sees them; none: it cannot have them open.
-            let wanted = mounts.mounts(of: fileSystems, seenBy: pid)
-            guard !wanted.isEmpty else { continue }
             let opened = filesOpen(of: files, pid: pid, onMounts: wanted)
             guard !opened.isEmpty, let uid = realUID(of: pid) else { continue }  // none, or ended meanwhile
             let opener = NodeOpener(pid: pid, uid: uid, command: command(of: pid))

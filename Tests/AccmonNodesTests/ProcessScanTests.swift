@@ -65,6 +65,34 @@ import Testing
         #expect(result?.complete == true)
     }
 
+    /// A descriptor passed into a mount namespace that does not have the node's file system (accmond's `Open` into
+    /// a sandbox: bubblewrap's namespace has no /dev of the host) names a mount of another namespace. The scan looked
+    /// only at each process's own mounts and missed it: a broken claim left that descriptor uncut.
+    @Test func aDescriptorInANamespaceWithoutTheNodesMountIsFound() async throws {
+        let directory = try TemporaryDirectory()
+        let fileSystem = directory.file("fs")
+        try FileManager.default.createDirectory(atPath: fileSystem, withIntermediateDirectories: false)
+        #expect(mount("tmpfs", fileSystem, "tmpfs", 0, "mode=0755") == 0)
+        defer { umount2(fileSystem, Int32(MNT_DETACH)) }
+        let node = "\(fileSystem)/ttyUSB3"
+        #expect(mknod(node, S_IFCHR | 0o600, dev_t(188 << 8 | 3)) == 0)
+        let script = #"import ctypes, os, subprocess, sys, time; fd = os.open(sys.argv[1], os.O_PATH); "#
+            + #"assert ctypes.CDLL(None, use_errno=True).unshare(0x20000) == 0; "#
+            + #"subprocess.run(["mount", "--make-rprivate", "/"], check=True); "#
+            + #"subprocess.run(["umount", "-l", sys.argv[2]], check=True); "#
+            + #"print("ready", os.path.exists(sys.argv[1]), flush=True); time.sleep(600)"#
+        let holder = try ChildProcess(
+            URL(fileURLWithPath: "/usr/bin/python3"), ["-c", script, node, fileSystem], name: "elsewhere",
+            directory: directory)
+        defer { holder.kill() }
+        #expect(await eventually(timeout: .seconds(20)) { holder.stdout.contains("ready") }, "\(holder.stderr)")
+        #expect(holder.stdout.contains("ready False"), "the node's file system is gone from its namespace")
+        let file = try identityWithoutSync(node, in: .init(rawValue: AT_FDCWD))
+        let result = ProcessScan.openers(ofEach: [file])
+        #expect(result.openers.first?.map(\.pid).contains(holder.pid) == true, "\(result)")
+        #expect(result.complete)
+    }
+
     /// A scan that reaches its time limit stops and says so.
     @Test func aScanPastItsTimeLimitSaysItIsIncomplete() throws {
         let directory = try TemporaryDirectory()
