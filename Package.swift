@@ -105,7 +105,7 @@ let package = Package(
             swiftSettings: strictSettings),
         .executableTarget(
             name: "accmon",
-            dependencies: ["AccmonClient", "AccmonManifest", "AccmonMQTT", "AccmonOptions", "AccmonSys"],
+            dependencies: ["AccmonClient", "AccmonManifest", "AccmonMQTT", "AccmonOptions", "AccmonSys", "AccmonSystemd"],
             swiftSettings: strictSettings),
         .executableTarget(
             name: "accmon-mqtt",

@@ -19,8 +19,10 @@ public enum TiedChild {
 
     /// Starts `executable` with `arguments` (the program name first) and `environment` (`NAME=value`). The child's
     /// signal dispositions and mask are the defaults, and it gets `deathSignal` when this process dies.
+    /// - Parameter passing: a descriptor the child gets as its descriptor 3 (without close-on-exec).
     public static func spawn(
-        _ executable: String, arguments: [String], environment: [String], deathSignal: Int32 = SIGKILL
+        _ executable: String, arguments: [String], environment: [String], deathSignal: Int32 = SIGKILL,
+        passing: FileDescriptor? = nil
     ) throws(Errno) -> pid_t {
         func cStrings(_ strings: [String]) -> [UnsafeMutablePointer<CChar>?] { strings.map { strdup($0) } + [nil] }
         let argv = cStrings(arguments)
@@ -29,7 +31,7 @@ public enum TiedChild {
             for pointer in argv { free(pointer) }
             for pointer in envp { free(pointer) }
         }
-        let pid = CAccmonShims_spawnTiedChild(executable, argv, envp, deathSignal)
+        let pid = CAccmonShims_spawnTiedChild(executable, argv, envp, deathSignal, passing?.rawValue ?? -1)
         guard pid > 0 else { throw Errno(rawValue: errno) }
         return pid
     }

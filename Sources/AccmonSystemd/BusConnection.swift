@@ -12,8 +12,8 @@ public final class BusConnection {
     /// The bus's address (`unix:path=...`), or `nil` for the system bus by libsystemd's rules
     /// (`DBUS_SYSTEM_BUS_ADDRESS`, else `/run/dbus/system_bus_socket`).
     public let address: String?
-    /// The most a synchronous call (to the bus driver) waits.
-    private static let callTimeoutMicroseconds: UInt64 = 5_000_000
+    /// The most a synchronous call waits by default (calls to the bus driver).
+    public static let callTimeoutMicroseconds: UInt64 = 5_000_000
 
     /// Connects and says `Hello`; descriptors may be passed both ways.
     public init(address: String?) throws(SystemdBusError) {
@@ -156,12 +156,15 @@ public final class BusConnection {
         return BusMessage(taking: made)
     }
 
-    /// Sends `message` and waits (at most five seconds) for its reply; other incoming messages wait for ``next()``.
-    public func call(_ message: BusMessage) throws(SystemdBusError) -> BusMessage {
+    /// Sends `message` and waits for its reply, at most `timeoutMicroseconds` (default five seconds;
+    /// `UInt64.max`: as long as it takes); other incoming messages wait for ``next()``.
+    public func call(_ message: BusMessage, timeoutMicroseconds: UInt64 = callTimeoutMicroseconds)
+        throws(SystemdBusError) -> BusMessage
+    {
         var error = sd_bus_error()
         defer { sd_bus_error_free(&error) }
         var reply: OpaquePointer?
-        let result = sd_bus_call(bus, message.pointer, Self.callTimeoutMicroseconds, &error, &reply)
+        let result = sd_bus_call(bus, message.pointer, timeoutMicroseconds, &error, &reply)
         if let name = error.name {
             throw SystemdBusError(name: String(cString: name), message: error.message.map { String(cString: $0) } ?? "")
         }
@@ -176,6 +179,19 @@ public final class BusConnection {
             member: member)
         try message.append(arguments)
         return try call(message).readArguments()
+    }
+
+    /// A property of an object of `destination` (`org.freedesktop.DBus.Properties.Get`), unwrapped from its variant.
+    public func getProperty(
+        _ path: String, _ interface: String, _ name: String, of destination: String = "org.accmon.Accmon1"
+    ) throws(SystemdBusError) -> BusValue? {
+        let call = try methodCall(
+            destination: destination, path: path, interface: "org.freedesktop.DBus.Properties", member: "Get")
+        try call.append([.string(interface), .string(name)])
+        guard case .variant(let value)? = try self.call(call, timeoutMicroseconds: 25_000_000).readArguments().first else {
+            return nil
+        }
+        return value
     }
 
     static func failure(_ context: String, _ result: Int32, hint: String? = nil) -> SystemdBusError {

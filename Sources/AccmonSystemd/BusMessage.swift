@@ -40,6 +40,11 @@ public final class BusMessage {
     public var allowsInteractiveAuthorization: Bool {
         sd_bus_message_get_allow_interactive_authorization(pointer) > 0
     }
+    /// Lets the service called ask the caller's user to authenticate (polkit, through an authentication agent).
+    public func allowInteractiveAuthorization() {
+        _ = sd_bus_message_set_allow_interactive_authorization(pointer, 1)
+    }
+
     /// For a reply or an error, the serial of the call it answers.
     public var replyCookie: UInt64? {
         var cookie: UInt64 = 0

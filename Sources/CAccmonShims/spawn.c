@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 // Between fork and exec only async-signal-safe calls: the parent may have threads (the client's reader).
-pid_t CAccmonShims_spawnTiedChild(const char *path, char *const argv[], char *const envp[], int deathSignal) {
+pid_t CAccmonShims_spawnTiedChild(const char *path, char *const argv[], char *const envp[], int deathSignal,
+                                  int passedDescriptor) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0) return -1;
     pid_t parent = getpid();
@@ -33,6 +34,14 @@ pid_t CAccmonShims_spawnTiedChild(const char *path, char *const argv[], char *co
             sigaction(signal, &action, NULL);
         }
         sigprocmask(SIG_SETMASK, &none, NULL);
+        // The descriptor handed to the command, as its 3 (dup2 clears close-on-exec; already 3: cleared by hand).
+        if (passedDescriptor >= 0) {
+            if (passedDescriptor == 3) {
+                if (fcntl(3, F_SETFD, 0) != 0) goto failed;
+            } else if (dup2(passedDescriptor, 3) != 3) {
+                goto failed;
+            }
+        }
         execve(path, argv, envp);
     failed:;
         int error = errno;

@@ -5,7 +5,7 @@ import Glibc
 
 let commands: [any Command.Type] = [
     WatchCommand.self, ListCommand.self, WaitCommand.self, StatusCommand.self, HistoryCommand.self,
-    ClaimCommand.self, ClaimsCommand.self, ReleaseCommand.self, SimulateCommand.self, ManifestCommand.self,
+    ClaimCommand.self, OpenCommand.self, ClaimsCommand.self, ReleaseCommand.self, SimulateCommand.self, ManifestCommand.self,
 ]
 
 let mainUsage = """

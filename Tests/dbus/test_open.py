@@ -202,3 +202,46 @@ def test_a_thousand_opens_and_releases_leave_no_descriptor_behind(
     holder.ok(held[1], CLAIM, "Release")
     assert not daemon.claims().claims
     assert open_descriptors(daemon.pid) == before
+
+
+def test_accmon_open_runs_a_command_with_the_descriptor_as_fd_3(
+    bus: Any, daemon: SimulatedDaemon, pty: PrivatePty, peers: Callable[..., GLibPeer]
+) -> None:
+    import os
+    import subprocess
+
+    from busrig import ACCMON, as_user
+
+    connection = _serial(daemon, pty)
+    environment = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=bus.address)
+
+    def accmon_open(*arguments: str, user: str = "www-data", groups: tuple = (DIALOUT,), **popen: Any) -> Any:
+        return subprocess.Popen([*as_user(user, groups=list(groups)), ACCMON, "open", *arguments], env=environment,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)  # fmt: skip
+
+    # The command writes through descriptor 3 and reads the answer from it.
+    run = accmon_open("--connection", str(connection), "--", "sh", "-c",
+                      'echo "fd=$ACCMON_OPEN_FD node=$ACCMON_OPEN_NODE"; printf hi >&3; head -c 5 <&3')  # fmt: skip
+    assert pty.read() == b"hi"
+    os.write(pty.master, b"there")
+    out, err = run.communicate(timeout=15)
+    assert run.returncode == 0, err
+    assert out == f"fd=3 node={pty.node}\nthere"
+    eventually(lambda: not daemon.claims().claims, 10, "the claim released when the command ended")
+    # Held by another: exit 75, naming the holder; with --kind and friends instead of --connection.
+    holder = peers(user="nobody", groups=[DIALOUT])
+    held = _open(holder, connection)["ok"]
+    refused = accmon_open("--kind", "serial", "--vendor", "1546", "--", "true")
+    out, err = refused.communicate(timeout=15)
+    assert refused.returncode == 75 and "nobody" in err and "Held" in err, (refused.returncode, err)
+    holder.ok(held[1], CLAIM, "Release")
+    # Not permitted (no dialout, no polkit here): 77.
+    denied = accmon_open("--connection", str(connection), "--", "true", groups=())
+    out, err = denied.communicate(timeout=15)
+    assert denied.returncode == 77 and "polkit" in err, (denied.returncode, err)
+    # Broken while it runs: the command gets SIGTERM, accmon open exits 75.
+    running = accmon_open("--connection", str(connection), "--", "sh", "-c", "printf up >&3; exec sleep 60")
+    assert pty.read(timeout=15) == b"up"
+    daemon.break_claim(connection, reason="maintenance")
+    out, err = running.communicate(timeout=15)
+    assert running.returncode == 75 and "broken" in err and "maintenance" in err, (running.returncode, err)

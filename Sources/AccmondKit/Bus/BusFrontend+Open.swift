@@ -248,6 +248,9 @@ extension BusFrontend {
             return BusError(.accessDenied, "\(method): \(error.message)")
         case .enforcementFailed:
             return BusError(.failed, "\(method): \(error.message)")
+        case .noSuchClaim:
+            // Broken or ended before the node was opened.
+            return BusError(.gone, "\(method): \(error.message)")
         default:
             return BusError(.failed, "\(method): \(error.code.rawValue): \(error.message)")
         }

@@ -88,6 +88,9 @@ final class BusService: Sendable {
                 // More to send and room in sd-bus's queue: look and go on at once; else wait for the bus.
                 let canWrite = (link.connection.queuedWriteCount ?? 0) < Self.writeQueueBound
                 timeout = pending.isEmpty || !canWrite ? link.connection.millisecondsUntilTimeout() ?? -1 : 0
+                // sd-bus asks for no POLLIN while its read queue holds messages (read during a synchronous call):
+                // those are taken at once.
+                if link.connection.pollEvents & Int16(POLLIN) == 0 { timeout = 0 }
                 if let due = polkit.millisecondsUntilDeadline(now: monotonicNanoseconds()) {
                     timeout = timeout < 0 ? due : min(timeout, due)
                 }

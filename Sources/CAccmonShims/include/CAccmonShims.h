@@ -44,7 +44,9 @@ void CAccmonShims_nameThread(const char *name);
 /// Starts `path` with `argv` and `envp` in a child that gets `deathSignal` when the calling thread's process dies
 /// (PR_SET_PDEATHSIG), with every signal's disposition and the signal mask at their defaults. Returns the child's
 /// pid, or -1 with errno set: the fork's error, or the child's exec error (reported through a close-on-exec pipe).
-pid_t CAccmonShims_spawnTiedChild(const char *path, char *const argv[], char *const envp[], int deathSignal);
+/// `passedDescriptor` (-1: none) becomes the child's descriptor 3, inherited across the exec.
+pid_t CAccmonShims_spawnTiedChild(const char *path, char *const argv[], char *const envp[], int deathSignal,
+                                  int passedDescriptor);
 
 /// Opens `path` below the directory `directoryFD` as an `O_PATH | O_NOFOLLOW | O_CLOEXEC` descriptor through
 /// openat2(2) with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and RESOLVE_NO_MAGICLINKS (and RESOLVE_NO_XDEV when
