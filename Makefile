@@ -7,7 +7,7 @@ DASHBOARD_APT_PACKAGES := python3-aiohttp chromium chromium-driver python3-selen
 # accmon.fleet, the Python client's optional part (claims across the fleet), and the claims bench: an MQTT 5 client.
 FLEET_APT_PACKAGES := python3-paho-mqtt
 # accmond on the system bus: its tests start a private dbus-daemon and drive it with busctl (systemd) and GLib (gi).
-DBUS_APT_PACKAGES := dbus systemd python3-gi
+DBUS_APT_PACKAGES := dbus systemd python3-gi bubblewrap xdg-dbus-proxy
 APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev \
   python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl python3-fusepy acl $(DASHBOARD_APT_PACKAGES) \
   $(FLEET_APT_PACKAGES) $(DBUS_APT_PACKAGES)

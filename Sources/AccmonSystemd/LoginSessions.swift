@@ -51,6 +51,17 @@ public enum LoginSessions {
             sessionClass: text { sd_session_get_class(id, $0) } ?? "user")
     }
 
+    /// logind's object path of session `id` (`/org/freedesktop/login1/session/_32` for `2`).
+    public static func objectPath(ofSession id: String) throws(SystemdBusError) -> String {
+        var path: UnsafeMutablePointer<CChar>?
+        let result = sd_bus_path_encode("/org/freedesktop/login1/session", id, &path)
+        guard result >= 0, let path else {
+            throw SystemdBusError(name: "", message: "sd_bus_path_encode \(id): \(Errno(rawValue: -result))")
+        }
+        defer { free(path) }
+        return String(cString: path)
+    }
+
     /// The string an sd-login call returns through its `char **` (freed here); `nil` when it fails.
     private static func text(_ call: (UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32) -> String? {
         var value: UnsafeMutablePointer<CChar>?

@@ -44,6 +44,8 @@ def test_wrong_calls_are_refused_with_accmons_errors_saying_where_and_why(
         (MANAGER, manager, "Subscribe", "({'kind': <uint32 1>},)", "InvalidOption", "'kind' must be of type 's'"),
         (MANAGER, manager, "Subscribe", "({'kind': <'toaster'>},)", "InvalidOption", "'toaster' is none of"),
         (MANAGER, manager, "Subscribe", "({'vendor-id': <'12345'>},)", "InvalidOption", "not 1 to 4 hex digits"),
+        (MANAGER, manager, "Subscribe", "({'suspend-while-inactive': <true>},)", "NoLoginSessions", "logind does not run"),
+        (MANAGER, manager, "Reload", None, "AccessDenied", "neither root nor an admin"),
     ]
     for path, interface, member, args, name, words in cases:
         answer = peer.call(path, interface, member, args)

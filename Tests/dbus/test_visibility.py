@@ -91,8 +91,14 @@ def test_a_reload_that_shows_or_hides_an_accessory_adds_or_removes_its_object(
     )  # fmt: skip
     with open(daemon.manifest_path, "w") as out:
         json.dump(MANIFEST, out)
-    daemon.client().reload_manifest()
+    # The bus's own Reload, by root (an admin): answered once the manifest is in force.
+    root = peers()
+    root.ok(MANAGER, "org.accmon.Accmon1.Manager", "Reload")
     eventually(lambda: accessory_path(cable) not in other.objects(), 10, "the cable hidden again")
+    with open(daemon.manifest_path, "w") as out:
+        out.write("{ not json")
+    refused = root.call(MANAGER, "org.accmon.Accmon1.Manager", "Reload")
+    assert refused.get("error") == "org.accmon.Accmon1.Error.Failed" and "previous manifest stays" in refused["message"]
     eventually(
         lambda: [e[0] for s in other.signals("Events", events) for e in s["body"][0]] == ["connect", "disconnect"], 10,
         "a disconnect on the subscription",

@@ -22,6 +22,10 @@ extension BusFrontend {
             fail(call, BusError(.limitReached, "Subscribe: \(refusal)"))
             return
         }
+        if options.suspendWhileInactive, let refusal = loginRefusal("Subscribe", "suspend-while-inactive") {
+            fail(call, refusal)
+            return
+        }
         var key: RestoreKey?
         if let restoreID = options.restoreID {
             let wanted = RestoreKey(uid: peer.credentials.uid, restoreID: restoreID)
@@ -48,6 +52,7 @@ extension BusFrontend {
             return
         }
         reply(call, [.objectPath(session.busEndpoint!.objectPath)])
+        if options.suspendWhileInactive { followLogin(of: peer, for: session) }
         if let key, let kept = state.preserved.claim(key) {
             handBack(kept, to: session, key: key)
             return

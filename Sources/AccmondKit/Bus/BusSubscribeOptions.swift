@@ -8,11 +8,13 @@ struct BusSubscribeOptions: Sendable, Hashable {
     var restoreID: String?
     /// The name `accmon status` shows for the subscriber.
     var clientName: String?
+    /// Hold the events while the subscriber's login session is not in front (logind).
+    var suspendWhileInactive = false
 
     /// Every option, with its type, for the error that names an unknown one.
     static let known: [(name: String, signature: String)] = [
         ("kind", "s"), ("vendor-id", "s"), ("product-id", "s"), ("protocol", "s"), ("restore-id", "s"),
-        ("client-name", "s"),
+        ("client-name", "s"), ("suspend-while-inactive", "b"),
     ]
 
     init() {}
@@ -33,11 +35,15 @@ struct BusSubscribeOptions: Sendable, Hashable {
             guard seen.insert(key).inserted else {
                 throw BusError(.invalidOption, "Subscribe: options: '\(key)' is given twice")
             }
-            guard option.signature == expected, let text = option.text else {
+            guard option.signature == expected else {
                 throw BusError(
                     .invalidOption, "Subscribe: options: '\(key)' must be of type '\(expected)', not '\(option.signature)'")
             }
-            try take(key, text)
+            if case .boolean(let flag) = option {
+                suspendWhileInactive = flag
+                continue
+            }
+            try take(key, option.text ?? "")
         }
     }
 

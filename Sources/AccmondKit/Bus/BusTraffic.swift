@@ -75,6 +75,8 @@ enum BusInbound: Sendable {
     case peerPresent(String, BusCredentials)
     /// polkit's answer to ``BusOutbound/authorize(id:peer:action:details:interactive:)``.
     case authorized(id: UInt64, BusAuthorization)
+    /// Whether a followed peer's login session is in front (``LoginWatcher``).
+    case loginState(peer: String, inFront: Bool)
 }
 
 /// The arguments of a reply or a signal, written into the message on the bus thread when it sends it: the loop hands

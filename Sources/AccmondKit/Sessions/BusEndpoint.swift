@@ -22,6 +22,8 @@ final class BusEndpoint {
     var acknowledged: UInt64 = 0
     /// The state (`live`, `suspended`) the subscriber was last told of.
     var announcedState = "live"
+    /// Whether events wait while the subscriber's login session is not in front (`suspend-while-inactive`).
+    var followsLogin = false
 
     init(peer: String, busID: String, objectPath: String) {
         self.peer = peer

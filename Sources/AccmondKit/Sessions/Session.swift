@@ -71,6 +71,8 @@ final class Session {
     @exclusivity(unchecked) private(set) var queue = CoalescingQueue<[UInt8]>()
     /// Whether the client sent `suspend` (and not yet `resume`).
     @exclusivity(unchecked) private(set) var suspendedByRequest = false
+    /// Whether a bus subscriber that asked for `suspend-while-inactive` is away from its seat (logind).
+    @exclusivity(unchecked) private(set) var suspendedForLogin = false
     /// Why events last went to the queue instead of the buffer, while they wait there.
     @exclusivity(unchecked) private(set) var queuedBecause = QueueReason.notReading
     /// The budget all sessions' outbound buffers share.
@@ -181,6 +183,9 @@ final class Session {
     /// `resume`: the queued events go out as the socket takes them.
     func resume() { suspendedByRequest = false }
 
+    /// Its subscriber's login session left the front (or came back): events wait (or go out again).
+    func setSuspendedForLogin(_ suspended: Bool) { suspendedForLogin = suspended }
+
     /// Takes over a preserved session: its memory and its subscription.
     func handBack(_ kept: PreservedSession) {
         memory = kept.memory
@@ -270,7 +275,7 @@ final class Session {
     /// Moves queued events to the outbound buffer while they fit, unless the client asked to be suspended.
     /// Returns whether that made a suspended session live again.
     func refillFromQueue() -> Bool {
-        guard !suspendedByRequest else { return false }
+        guard !suspendedByRequest && !suspendedForLogin else { return false }
         let wasSuspended = isSuspended
         while let next = queue.first, outbound.fits(next.payload), budget.allows(holding: outbound.byteCount) {
             append(next.payload, event: next.event)
@@ -356,7 +361,7 @@ final class Session {
     func chargeReplyBytes(_ bytes: Int) { replyBytesInTurn += bytes }
 
     /// Whether events wait in the queue instead of going out.
-    var isSuspended: Bool { suspendedByRequest || !queue.isEmpty }
+    var isSuspended: Bool { suspendedByRequest || suspendedForLogin || !queue.isEmpty }
 
     /// Whether the outbound buffer has reached its bound: no more events go in, and requests wait.
     var outboundIsFull: Bool { outbound.byteCount >= outbound.limit }
@@ -372,30 +377,4 @@ final class Session {
 
     /// The id the protocol shows, such as `s-7` (`b-7` for a bus subscription).
     var sessionID: String { busEndpoint == nil ? "s-\(number)" : "b-\(number)" }
-
-    /// The session as `status` shows it.
-    func status(now: UInt64) -> SessionStatus {
-        SessionStatus(
-            sessionID: sessionID, clientName: clientName, pid: peer?.pid ?? 0, uid: peer?.uid ?? 0,
-            state: isSuspended ? .suspended : .live,
-            suspendedBecause: suspendedByRequest ? "requested" : (queue.isEmpty ? "" : queuedBecause.rawValue),
-            subscribed: subscription != nil, queuedEvents: queue.count, outboundBytes: outbound.byteCount,
-            idleSeconds: Double(now &- lastActivity) / 1e9, transport: busEndpoint == nil ? .socket : .bus)
-    }
-
-    /// Log metadata naming the client.
-    var metadata: [String: String] {
-        var metadata = ["session": sessionID]
-        if let peer {
-            metadata["client.pid"] = String(peer.pid)
-            metadata["client.uid"] = String(peer.uid)
-        }
-        if !clientName.isEmpty { metadata["client.name"] = clientName }
-        if let endpoint = busEndpoint {
-            metadata["bus.peer"] = endpoint.peer
-            metadata["bus.path"] = endpoint.objectPath
-        }
-        if let restoreKey { metadata["restore.id"] = restoreKey.restoreID }
-        return metadata
-    }
 }
