@@ -245,3 +245,28 @@ def test_accmon_open_runs_a_command_with_the_descriptor_as_fd_3(
     daemon.break_claim(connection, reason="maintenance")
     out, err = running.communicate(timeout=15)
     assert running.returncode == 75 and "broken" in err and "maintenance" in err, (running.returncode, err)
+
+
+def test_a_user_with_too_many_opens_in_line_is_refused(
+    bus: Any, monkeypatch: pytest.MonkeyPatch, peers: Callable[..., GLibPeer]
+) -> None:
+    from conftest import start_daemon
+
+    daemon = start_daemon(bus, monkeypatch, ["--max-connections-per-user", "4"])
+    pty = PrivatePty(daemon.nodes_dir, group=DIALOUT, mode=0o660)
+    try:
+        connection = _serial(daemon, pty)
+        holder = peers(user="nobody", groups=[DIALOUT])
+        assert "ok" in _open(holder, connection)
+        greedy = peers(user="www-data", groups=[DIALOUT])
+        for tag in range(4):
+            greedy.send({"op": "async_call", "tag": str(tag), "path": accessory_path(connection),
+                         "interface": ACCESSORY_INTERFACE, "member": "Open", "args": "('', {'wait': <true>})"})  # fmt: skip
+        eventually(lambda: len(daemon.claims().waiters) == 4, 10, "four in line")
+        refused = _open(greedy, connection, options="{'wait': <true>}")
+        assert refused.get("error") == ERROR + "LimitReached", refused
+        # Another user is not held back by it.
+        assert _open(peers(user="daemon", groups=[DIALOUT]), connection).get("error") == ERROR + "Held"
+    finally:
+        pty.close()
+        daemon.close()

@@ -93,6 +93,18 @@ extension BusFrontend {
             fail(call, BusError(.failed, "\(method): claims are not available"))
             return
         }
+        // A user's Opens in progress (checked, authorized, waiting in line) are bounded as its sessions are: each
+        // waits with a claim request, which the socket's clients make one at a time per connection.
+        let uid = peer.credentials.uid
+        let limit = state.configuration.limits.connectionsPerUser
+        if uid != 0, opens.byCall.values.lazy.filter({ $0.peer.credentials.uid == uid }).count >= limit {
+            fail(
+                call,
+                BusError(
+                    .limitReached,
+                    "\(method): uid \(uid) has \(limit) Opens in progress or waiting in line (--max-connections-per-user)"))
+            return
+        }
         let simulated = state.registry.key(of: connection)?.hasPrefix(SimulatedEventSource.keyPrefix) ?? false
         let pending = PendingOpen(
             call: call, peer: peer, connection: connection, node: node, options: options, simulated: simulated)
