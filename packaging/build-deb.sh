@@ -62,6 +62,9 @@ install -D -m 0644 packaging/dbus/org.accmon.Accmon1.conf "$root/usr/share/dbus-
 install -D -m 0644 packaging/dbus/org.accmon.Accmon1.service \
   "$root/usr/share/dbus-1/system-services/org.accmon.Accmon1.service"
 install -D -m 0644 packaging/dbus/org.accmon.Accmon1.xml "$root/usr/share/dbus-1/interfaces/org.accmon.Accmon1.xml"
+# polkit's actions for bus callers: opening an accessory's node one could not open oneself, the admin methods.
+install -D -m 0644 packaging/polkit/org.accmon.Accmon1.policy \
+  "$root/usr/share/polkit-1/actions/org.accmon.Accmon1.policy"
 for rules in udev-rules/*.rules; do
   install -D -m 0644 "$rules" "$root/usr/lib/udev/rules.d/$(basename "$rules")"
 done

@@ -23,7 +23,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$BUILD_DIR/systemd-test
 name=accmon-test-$$
 # What the root holds besides minbase and the .deb's dependencies. Add a package here when a check needs its tool.
-root_packages=(systemd systemd-sysv dbus polkitd)
+# libpam-systemd: the PAM sessions on seat0 that checks/99-open.sh makes (polkit's "active local session").
+root_packages=(systemd systemd-sysv dbus polkitd libpam-systemd)
 # Bump when the way the root is made changes, so that the cached tarball is rebuilt.
 root_recipe=1
 # Time limits, in seconds.

@@ -9,7 +9,8 @@ struct OpenCommand: Command {
     static let abstract = "Open an accessory's device node through accmond on the system bus and run a command with it."
     static let usage = """
         Usage: accmon open [FILTER OPTIONS | --connection ID] [--node PATH | --protocol NAME] [--wait] [--read-only]
-                           [--reason TEXT] [--max-duration SECONDS] [--no-ask] -- COMMAND [ARGS...]
+                           [--reason TEXT] [--max-duration SECONDS] [--no-ask] [--release-when-inactive]
+                           -- COMMAND [ARGS...]
 
         \(abstract)
         Asks accmond over the system bus (org.accmon.Accmon1, docs/DBUS.md) to claim the accessory for this user and
@@ -31,6 +32,9 @@ struct OpenCommand: Command {
           --max-duration SECONDS
                              end the claim after this long at the latest
           --no-ask           never let polkit ask for a password
+          --release-when-inactive
+                             end the claim (and COMMAND) when this user's login session leaves the front (switched
+                             away from, or locked; logind)
         \(filterOptionsHelp)
 
         COMMAND's environment: ACCMON_OPEN_FD (3), ACCMON_OPEN_NODE (the node's path on the host), ACCMON_OPEN_CLAIM
@@ -51,6 +55,7 @@ struct OpenCommand: Command {
     var reason = ""
     var maxSeconds: Double?
     var ask = true
+    var releaseWhenInactive = false
     var command: [String] = []
 
     init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
@@ -75,6 +80,7 @@ struct OpenCommand: Command {
             case "--reason": reason = try arguments.value(for: option)
             case "--max-duration": maxSeconds = try arguments.seconds(for: option, in: 0.001...31_536_000)
             case "--no-ask": ask = false
+            case "--release-when-inactive": releaseWhenInactive = true
             case "--socket": _ = try arguments.value(for: option)  // accepted as everywhere; the bus is used
             default:
                 guard try parseFilterOption(option, &arguments, into: &filter) else {
@@ -128,6 +134,7 @@ struct OpenCommand: Command {
             var options: [(String, BusValue)] = [("wait", .boolean(wait)), ("read-only", .boolean(readOnly))]
             if !reason.isEmpty { options.append(("reason", .string(reason))) }
             if let maxSeconds { options.append(("max-seconds", .double(maxSeconds))) }
+            if releaseWhenInactive { options.append(("release-when-inactive", .boolean(true))) }
             try call.append([.string(protocolString ?? node), .vardict(options)])
             if ask { call.allowInteractiveAuthorization() }
             // In line, or asked for a password: as long as it takes.

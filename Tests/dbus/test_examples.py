@@ -109,3 +109,28 @@ def test_the_gdbus_and_busctl_commands_of_the_docs(bus: PrivateBus, daemon: Simu
     assert subscribed.startswith('o "/org/accmon/Accmon1/subscriptions/')
 
 
+
+
+OPEN_EXAMPLE = ROOT / "docs" / "examples" / "dbus_open.py"
+
+
+def test_the_open_example_waits_opens_reads_and_is_told_when_broken(bus: PrivateBus, daemon: SimulatedDaemon) -> None:
+    from busrig import PrivatePty
+
+    environment = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=bus.address)
+    pty = PrivatePty(daemon.nodes_dir, group=20, mode=0o660)
+    example = Lines([*as_user("www-data", groups=[20]), "/usr/bin/python3", str(OPEN_EXAMPLE), "com.acme.gps"],
+                    environment)  # fmt: skip
+    try:
+        example.wait_for(lambda line: line == "waiting for an accessory that speaks com.acme.gps")
+        connection = daemon.plug("serial", vendor="1546", product="01a8", nodes=[pty.node])
+        example.wait_for(lambda line: line.startswith(f"opened /org/accmon/Accmon1/accessories/{connection} as "))
+        os.write(pty.master, b"$GPGGA,1")
+        example.wait_for(lambda line: line == "read $GPGGA,1")
+        daemon.break_claim(connection, reason="survey done")
+        example.wait_for(lambda line: line == "claim broken: survey done")
+        assert example.process.wait(10) == 0
+    finally:
+        if example.process.poll() is None:
+            example.stop()
+        pty.close()
