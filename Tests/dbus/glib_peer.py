@@ -26,6 +26,7 @@ import os
 import select
 import sys
 import threading
+import time
 from typing import Any, Dict, List
 
 import gi
@@ -57,6 +58,7 @@ def plain(value: Any) -> Any:
 class Peer:
     def __init__(self, address: str, with_manager: bool) -> None:
         flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+        self.address = address
         self.connection = Gio.DBusConnection.new_for_address_sync(address, flags, None, None)
         self.lock = threading.Lock()
         self.received: List[Dict[str, Any]] = []
@@ -190,6 +192,20 @@ class Peer:
                 self.connection.call_sync(SERVICE, claim, "org.accmon.Accmon1.Claim", "Release", None, None,
                                           Gio.DBusCallFlags.NONE, 10000, None)  # fmt: skip
             return {"ok": opened}
+        if op == "open_and_leave":
+            # `count` times: a connection of its own sends an Open (in line if need be) and leaves the bus `i % spread` tenths of a
+            # millisecond later, so that callers leave at every step of an Open (before accmond reads the call,
+            # while it checks, waits in line, claims, has the node opened, or once the reply is on its way).
+            flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+            for i in range(command["count"]):
+                caller = Gio.DBusConnection.new_for_address_sync(self.address, flags, None, None)
+                message = Gio.DBusMessage.new_method_call(SERVICE, command["path"], "org.accmon.Accmon1.Accessory", "Open")
+                message.set_body(GLib.Variant("(sa{sv})", ("", {"wait": GLib.Variant("b", True)})))
+                caller.send_message(message, Gio.DBusSendMessageFlags.NONE)
+                caller.flush_sync(None)
+                time.sleep((i % command["spread"]) / 10000)
+                caller.close_sync(None)
+            return {"ok": command["count"]}
         if op == "objects":
             assert self.manager is not None, "started without --manager"
             objects: Dict[str, Any] = {}

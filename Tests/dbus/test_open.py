@@ -4,6 +4,7 @@ could not open the node by its own permissions is refused, one who could gets th
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable, Dict, Iterator
 
@@ -50,7 +51,6 @@ def test_open_hands_a_working_descriptor_of_the_held_node(
     assert claim.startswith("/org/accmon/Accmon1/claims/")
     app.send({"op": "fd_write", "fd": descriptor, "data": "ping"})
     assert pty.read() == b"ping"
-    import os
     os.write(pty.master, b"pong")
     assert app.send({"op": "fd_read", "fd": descriptor})["ok"] == "pong"
     assert _claim_property(app, claim, "Holder") == "www-data"
@@ -204,10 +204,38 @@ def test_a_thousand_opens_and_releases_leave_no_descriptor_behind(
     assert open_descriptors(daemon.pid) == before
 
 
+def test_callers_that_leave_at_any_step_of_an_open_leave_nothing_behind(
+    daemon: SimulatedDaemon, pty: PrivatePty, peers: Callable[..., GLibPeer]
+) -> None:
+    # 300 callers, each on a connection of its own, send an Open (waiting in line) and leave the bus 0 to 30 ms
+    # later: before accmond reads the call, while it checks, while they wait in line, once claimed and while the node
+    # is opened, or with the reply and its descriptor on the way. Each claim ends with its caller, no descriptor stays
+    # in accmond, and the accessory is free after.
+    app = peers(user="www-data", groups=[DIALOUT])
+    connection = _serial(daemon, pty)
+    assert daemon.pid is not None
+    first = _open(app, connection)["ok"]
+    app.send({"op": "fd_close", "fd": first[0]["fd"]})
+    app.ok(first[1], CLAIM, "Release")
+    before = open_descriptors(daemon.pid)
+    log_start = os.path.getsize(daemon.log_path)
+    left = app.send({"op": "open_and_leave", "path": accessory_path(connection), "count": 300, "spread": 300}, timeout=120)
+    assert left == {"ok": 300}, left
+    eventually(lambda: not daemon.claims().claims and not daemon.claims().waiters, 10, "every caller's claim ended")
+    eventually(lambda: open_descriptors(daemon.pid) == before, 10, "accmond's descriptors as before")
+    # The accessory is free: the next caller gets it at once.
+    again = _open(app, connection)
+    assert "ok" in again, again
+    # Many callers had their claim (granted or in line) before they left: the windows after the claim were
+    # exercised, not only the ones before.
+    with open(daemon.log_path, encoding="utf-8", errors="replace") as log:
+        ended = log.read()[log_start:].count("claim ended, its holder gone:")
+    assert ended >= 60, f"only {ended} of 300 callers had a claim before leaving"
+
+
 def test_accmon_open_runs_a_command_with_the_descriptor_as_fd_3(
     bus: Any, daemon: SimulatedDaemon, pty: PrivatePty, peers: Callable[..., GLibPeer]
 ) -> None:
-    import os
     import subprocess
 
     from busrig import ACCMON, as_user

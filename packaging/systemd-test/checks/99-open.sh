@@ -2,8 +2,9 @@
 # seat (a PAM session on seat0, made here through pam_systemd) opens a node of root:dialout 0660 without being in
 # dialout, through accmond (its user accmond, no capability) and the socket-activated accmon-nodes, which opens it and
 # whose descriptor accmond passes on; polkit decides (org.accmon.Accmon1.open-accessory: allow_active yes). A user of
-# no session is refused by polkit. pkaction and pkcheck show the shipped actions. A claim made with
-# release-when-inactive ends when its holder's session is locked (LockedHint).
+# no session is refused by polkit. pkaction and pkcheck show the shipped actions. With the helper stopped, Open fails
+# saying so and holds nothing. A claim made with release-when-inactive ends when its holder's session is locked
+# (LockedHint).
 #
 # The device is made as 98-claims.sh makes its own (mknod, the udev record 70-accmon.rules leads to, udevd's event on
 # the udev netlink group), with /dev/zero's device number and its own port.
@@ -79,6 +80,16 @@ check "... accmon-nodes opened it (journal: open)" journal_has "$start" "open: $
 check "... for the claim of accmon-seated (journal, claim granted)" journal_has "$start" 'claim granted.*accmon-seated' -u accmond
 restored_node() { [ "$(stat -c '%U:%G %a' "$node")" = "root:dialout 660" ]; }
 check "... and the node is as before once the command ended (root:dialout 660)" wait_for 5 restored_node
+
+# --- the helper down: refused saying so, nothing held -------------------------------------------------------------
+systemctl stop accmon-nodes.socket accmon-nodes.service
+output=$(seated "accmon open --connection $id -- true" 2>&1)
+status=$?
+expect "with accmon-nodes stopped, accmon open fails (exit 1)" "$status" 1
+check "... saying the helper is unreachable: '$(grep 'accmon: open' <<<"$output" | head -1)'" \
+  grep -q 'accmon-nodes' <<<"$output"
+check "... and no claim is left" bash -c "accmon claims --json | python3 -c 'import json, sys; sys.exit(len(json.load(sys.stdin)[\"claims\"]))'"
+systemctl start accmon-nodes.socket
 
 # --- a user of no session: polkit refuses -------------------------------------------------------------------------
 output=$(as_user accmon-away accmon open --no-ask --connection "$id" -- true 2>&1)
