@@ -81,6 +81,17 @@ check "... for the claim of accmon-seated (journal, claim granted)" journal_has 
 restored_node() { [ "$(stat -c '%U:%G %a' "$node")" = "root:dialout 660" ]; }
 check "... and the node is as before once the command ended (root:dialout 660)" wait_for 5 restored_node
 
+# --- twenty more: the helper keeps no descriptor of them --------------------------------------------------------
+helper_fds() { ls "/proc/$(systemctl show -P MainPID accmon-nodes.service)/fd" | wc -l; }
+accmond_fds() { ls "/proc/$(main_pid)/fd" | wc -l; }
+before="$(helper_fds) $(accmond_fds)"
+for _ in $(seq 20); do seated "accmon open --connection $id -- true" >/dev/null 2>&1 || break; done
+check "... twenty more accmon open runs" seated "accmon open --connection $id -- true"
+descriptors_as_before() { [ "$(helper_fds) $(accmond_fds)" = "$before" ]; }
+wait_for 5 descriptors_as_before
+expect "... leave accmon-nodes and accmond with the descriptors they had (helper, accmond)" \
+  "$(helper_fds) $(accmond_fds)" "$before"
+
 # --- the helper down: refused saying so, nothing held -------------------------------------------------------------
 systemctl stop accmon-nodes.socket accmon-nodes.service
 output=$(seated "accmon open --connection $id -- true" 2>&1)
