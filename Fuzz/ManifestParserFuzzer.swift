@@ -76,10 +76,12 @@ private func checkJSON(_ bytes: [UInt8]) {
 
 /// Refusals the decoder does not share: where the parser is stricter on purpose (RFC 8259 forbids these; the decoder
 /// lets them through): leading zeros ("0403" unquoted), raw control characters in strings, unpaired surrogate
-/// escapes; and errors inside a string the decoder never reads (the value of a repeated key: it keeps the first).
+/// escapes; and errors inside a value the decoder never reads (the value of a repeated key: it keeps the first, and
+/// skips the other without checking its strings' escapes or its numbers' digits: `{"a":1,"a":46.}` decodes as
+/// `["a": 1]`, `{"a":46.}` is refused).
 private let deliberatelyStricter = [
     "leading zeros", "control character", "surrogate", "invalid escape", "must be followed by 4 hex digits",
-    "not closed before the end of the line",
+    "not closed before the end of the line", "expected a digit",
 ]
 
 /// The position just past the last character.
