@@ -44,7 +44,7 @@ private func checkJSON(_ bytes: [UInt8]) {
             violated("syntax error reason is empty or has a control character: \(error.reason.debugDescription)", bytes)
         }
         if let decoded = foundationValue(bytes), depth(decoded) <= PositionedJSON.maximumDepth,
-            !deliberatelyStricter.contains(where: error.reason.contains)
+            !deliberatelyStricter.contains(where: error.reason.contains), !hasRepeatedKey(bytes)
         {
             violated("JSONDecoder accepts what the parser refuses (\(error)): \(decoded)", bytes)
         }
@@ -76,13 +76,48 @@ private func checkJSON(_ bytes: [UInt8]) {
 
 /// Refusals the decoder does not share: where the parser is stricter on purpose (RFC 8259 forbids these; the decoder
 /// lets them through): leading zeros ("0403" unquoted), raw control characters in strings, unpaired surrogate
-/// escapes; and errors inside a value the decoder never reads (the value of a repeated key: it keeps the first, and
-/// skips the other without checking its strings' escapes or its numbers' digits: `{"a":1,"a":46.}` decodes as
-/// `["a": 1]`, `{"a":46.}` is refused).
+/// escapes; and errors inside a string the decoder never reads.
 private let deliberatelyStricter = [
     "leading zeros", "control character", "surrogate", "invalid escape", "must be followed by 4 hex digits",
-    "not closed before the end of the line", "expected a digit",
+    "not closed before the end of the line",
 ]
+
+/// Whether an object of `bytes` has a key twice (compared as written). JSONDecoder keeps a repeated key's first value
+/// and skips the others without checking their numbers (`{"a":1,"a":46.}` and `{"a":1,"a":1-}` decode as `["a": 1]`,
+/// `{"a":46.}` is refused), so its acceptance says nothing of a document with a repeated key. A tolerant scan: the
+/// input may be one the parser refuses; anything between the structural characters and strings is one token.
+private func hasRepeatedKey(_ bytes: [UInt8]) -> Bool {
+    var objects: [(keys: Set<ArraySlice<UInt8>>, expectingKey: Bool)?] = []  // nil for an array
+    var index = bytes.startIndex
+    while index < bytes.endIndex {
+        let byte = bytes[index]
+        switch byte {
+        case UInt8(ascii: "{"): objects.append((keys: [], expectingKey: true))
+        case UInt8(ascii: "["): objects.append(nil)
+        case UInt8(ascii: "}"), UInt8(ascii: "]"): _ = objects.popLast()
+        case UInt8(ascii: ","):
+            if let top = objects.last, var object = top {
+                object.expectingKey = true
+                objects[objects.count - 1] = object
+            }
+        case UInt8(ascii: "\""):
+            var end = index + 1
+            while end < bytes.endIndex, bytes[end] != UInt8(ascii: "\"") {
+                end += bytes[end] == UInt8(ascii: "\\") ? 2 : 1
+            }
+            if let top = objects.last, var object = top, object.expectingKey {
+                let key = bytes[(index + 1)..<min(end, bytes.endIndex)]
+                if !object.keys.insert(key).inserted { return true }
+                object.expectingKey = false
+                objects[objects.count - 1] = object
+            }
+            index = end
+        default: break
+        }
+        index += 1
+    }
+    return false
+}
 
 /// The position just past the last character.
 private func endPosition(_ bytes: [UInt8]) -> SourcePosition {
