@@ -26,6 +26,10 @@ public struct DaemonLimits: Sendable, Equatable {
     /// wait for the next turn, as past ``requestsPerTurn``. Encoding a reply costs the loop about in proportion to
     /// its size, so a flood of large replies (`list`, `status`, `history`) takes as short a turn as one of small ones.
     public static let replyBytesPerTurn = 16 << 10
+    /// Seconds the system bus may take nothing of what accmond has to send (its socket full, nothing written) before
+    /// accmond counts it as stuck: the connection is closed and made again, and every bus peer counts as gone
+    /// (restore ids preserved). A bus that reads, however slowly, is never dropped for what waits.
+    public var busStallSeconds = 30.0
     /// Sessions kept for restore ids of gone clients, in all; past it the oldest of the user who keeps the most is
     /// dropped.
     public var preservedSessions = 1024

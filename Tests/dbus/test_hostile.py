@@ -140,3 +140,53 @@ def test_an_app_leaving_the_bus_ends_its_subscriptions(
     # The one with a restore id is preserved for the user.
     clients = status(daemon.socket)["clients"]
     assert [c["sessionID"] for c in clients if c["state"] == "preserved"] == ["restore:keep"], (kept, clients)
+
+
+def test_a_storm_to_many_subscriptions_keeps_the_bus_connection(
+    bus: PrivateBus, monkeypatch: pytest.MonkeyPatch, peers: Callable[..., GLibPeer]
+) -> None:
+    # 500 subscriptions (5 peers of one user, 100 each) and 300 plugs: 150,000 Events signals, more than dbus-daemon
+    # takes at once. A bus that reads, however far behind, is not dropped (accmond dropped it at 50,000 messages
+    # waiting, every peer then counting as gone); every subscription gets every connect.
+    daemon = start_daemon(bus, monkeypatch, ["--max-connections-per-user", "512"])
+    try:
+        subscribers = [peers(user="www-data") for _ in range(5)]
+        paths: Dict[GLibPeer, List[str]] = {}
+        for peer in subscribers:
+            paths[peer] = [peer.subscribe() for _ in range(100)]
+            for path in paths[peer]:
+                peer.auto_ack(path)
+        plugged = [daemon.plug("usb", vendor="1546", product=f"{n:04x}", serial=f"many{n}") for n in range(300)]
+        for peer in subscribers:
+            for path in paths[peer][::33]:
+                eventually(lambda: "connection lost" in daemon.log() or _every_event_reaches(peer, path, plugged), 60,
+                           f"every connect at {path}")  # fmt: skip
+                assert "connection lost" not in daemon.log(), daemon.log()[-1000:]
+        assert len(bus_sessions(daemon.socket)) == 500
+    finally:
+        daemon.close()
+
+
+def test_a_bus_that_takes_nothing_is_left_and_joined_again(
+    bus: PrivateBus, monkeypatch: pytest.MonkeyPatch, peers: Callable[..., GLibPeer]
+) -> None:
+    # dbus-daemon stopped (SIGSTOP) while accmond has signals for a watcher: after --max-bus-stall without the bus
+    # taking anything, accmond closes the connection, and serves again on a new one once the bus is back.
+    daemon = start_daemon(bus, monkeypatch, ["--max-bus-stall", "2"])
+    try:
+        # Three watchers and 4,000 plugs: 12,000 InterfacesAdded of about 2 KiB, more than the socket to dbus-daemon
+        # holds (9 MB here) and sd-bus's queue (1,024 messages) together.
+        for _ in range(3):
+            peers(user="www-data", manager=True).objects()
+        os.kill(bus.process.pid, signal.SIGSTOP)
+        try:
+            for n in range(4000):
+                daemon.plug("usb", vendor="1546", product=f"{n:04x}", serial=f"stall{n}")
+            eventually(lambda: "the bus took nothing" in daemon.log(), 30, "accmond to find the bus stuck")
+        finally:
+            os.kill(bus.process.pid, signal.SIGCONT)
+        eventually(lambda: daemon.log().count("bus: serving org.accmon.Accmon1") == 2, 60, "accmond to serve again")
+        # A peer of the bus as it is now is served, with every accessory.
+        assert len(peers(user="www-data", manager=True).objects()) == 4000
+    finally:
+        daemon.close()

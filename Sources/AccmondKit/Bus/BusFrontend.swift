@@ -88,7 +88,9 @@ final class BusFrontend {
         self.persistence = persistence
         self.manifestLoader = manifestLoader
         inbound = Mailbox(wakeup: wakeup)
-        service = try BusService(address: address, inbound: inbound, logger: state.logger)
+        service = try BusService(
+            address: address, stallSeconds: state.configuration.limits.busStallSeconds, inbound: inbound,
+            logger: state.logger)
     }
 
     var logger: Logger { state.logger }

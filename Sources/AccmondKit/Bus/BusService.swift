@@ -11,16 +11,18 @@ import Synchronization
 /// Incoming method calls go to the loop with their sender's credentials, which the thread asks the bus driver for at
 /// the sender's first call (`GetConnectionCredentials`: `UnixUserID`, `UnixGroupIDs`, `ProcessID`) and forgets when
 /// the sender leaves the bus. What the loop posts (replies, signals) is sent in the order posted. A connection that
-/// is lost, or whose messages to send pile up past ``maximumWaitingEntries`` (the bus stopped reading), is closed
-/// and made again after a pause (1 s doubling to 30 s); the loop is told, so that it treats every peer as gone.
+/// is lost, or that takes nothing of what waits to be sent for ``stall`` (the bus stopped reading), is closed and
+/// made again after a pause (1 s doubling to 30 s); the loop is told, so that it treats every peer as gone.
 final class BusService: Sendable {
     /// Messages written into sd-bus's queue and not yet taken by the bus, past which the thread writes no more until
     /// the bus has read some: what waits beyond stays in ``BusOutbox`` as the loop's compact values (an event is a
     /// reference), not as serialized messages.
     static let writeQueueBound: UInt64 = 1024
-    /// Entries waiting to be written, past which the bus counts as stuck (it has not read from accmond for that
-    /// long): the connection is closed and made again, and every peer is treated as gone (docs/DBUS.md, "Limits").
-    static let maximumWaitingEntries = 50_000
+    /// How long the bus may take nothing while messages wait (``DaemonLimits/busStallSeconds``), in nanoseconds:
+    /// then it counts as stuck, and the connection is closed and made again, every peer treated as gone
+    /// (docs/DBUS.md, "Limits"). What waits meanwhile is bounded by the sessions' own limits: a subscription's
+    /// unacknowledged events by `--max-client-buffer`, calls by the bus's limit of replies each peer may await.
+    private let stall: UInt64
     private let address: String?
     private let inbound: Mailbox<BusInbound>
     private let outbox = Mutex<[BusOutbound]>([])
@@ -29,8 +31,9 @@ final class BusService: Sendable {
 
     /// Starts the thread, which connects at once. `address` nil: the system bus (`DBUS_SYSTEM_BUS_ADDRESS`, else
     /// `/run/dbus/system_bus_socket`).
-    init(address: String?, inbound: Mailbox<BusInbound>, logger: Logger) throws(Errno) {
+    init(address: String?, stallSeconds: Double, inbound: Mailbox<BusInbound>, logger: Logger) throws(Errno) {
         self.address = address
+        stall = UInt64(stallSeconds * 1e9)
         self.inbound = inbound
         self.logger = logger
         wakeup = try WakeupEvent()
@@ -68,10 +71,12 @@ final class BusService: Sendable {
         var retryAt: UInt64 = 0
         var pending = BusOutbox()
         var polkit = PolkitChecks()
+        var progress = StallWatch()
         while true {
             if link == nil, monotonicNanoseconds() >= retryAt {
                 do {
                     link = try connect()
+                    progress = StallWatch()
                     pause = 1000
                 } catch {
                     logger.warning(
@@ -92,6 +97,10 @@ final class BusService: Sendable {
                 // those are taken at once.
                 if link.connection.pollEvents & Int16(POLLIN) == 0 { timeout = 0 }
                 if let due = polkit.millisecondsUntilDeadline(now: monotonicNanoseconds()) {
+                    timeout = timeout < 0 ? due : min(timeout, due)
+                }
+                if !pending.isEmpty {  // wake up to find the bus stuck even when nothing else happens
+                    let due = progress.millisecondsUntilStalled(after: stall, now: monotonicNanoseconds())
                     timeout = timeout < 0 ? due : min(timeout, due)
                 }
             } else {
@@ -127,15 +136,19 @@ final class BusService: Sendable {
                         received.append(.authorized(id: answer.id, answer.1))
                     }
                 }
+                let now = monotonicNanoseconds()
+                progress.observe(queued: current.connection.queuedWriteCount ?? 0, waiting: !pending.isEmpty, now: now)
                 try send(&pending, on: current)
+                progress.sent(queued: current.connection.queuedWriteCount ?? 0)
                 try receive(on: current, into: &received, nextCallID: &nextCallID, polkit: &polkit)
                 for (id, answer) in polkit.expired(now: monotonicNanoseconds()) {
                     received.append(.authorized(id: id, answer))
                 }
-                if pending.count > Self.maximumWaitingEntries {
+                if progress.isStalled(after: stall, now: now) {
                     throw SystemdBusError(
                         name: "",
-                        message: "\(pending.count) messages wait to be written: the bus does not read from accmond")
+                        message: "the bus took nothing of what accmond sends for \(stall / 1_000_000_000) s"
+                            + " (\(pending.count) messages wait): it does not read")
                 }
             } catch {
                 logger.warning(.bus, "bus: connection lost: \(error); connecting again in \(pause / 1000) s")
