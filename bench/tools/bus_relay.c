@@ -68,8 +68,8 @@ static int append_accessory(sd_bus_message *m, struct udev_device *device, int w
     if (r >= 0 && full) {
         char id[256];
         const char *port = strrchr(sysfs, '/');
-        snprintf(id, sizeof id, "usb:%s:%s:serial=%s", property(device, "ID_VENDOR_ID"), property(device, "ID_MODEL_ID"),
-                 property(device, "ID_SERIAL_SHORT"));
+        snprintf(id, sizeof id, "usb:%s:%s:serial=%s", property(device, "ID_VENDOR_ID"),
+                 property(device, "ID_MODEL_ID"), property(device, "ID_SERIAL_SHORT"));
         unsigned product = (unsigned)strtoul(property(device, "ID_MODEL_ID"), NULL, 16);
         if (r >= 0) r = entry(m, "AccessoryID", "s", id);
         if (r >= 0) r = entry(m, "ConnectionID", "t", sequence);
