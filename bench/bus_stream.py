@@ -28,6 +28,7 @@ length raised there only) under umockdev-wrapper, as udev_stream.py does.
 
 Usage: bus_stream.py BIN_DIR TOOLS_DIR [--policy FILE] [--repeats R] [--latency-events N] [--interval-us U]
                      [--bursts 5000] [--only latency|burst] [--receivers a,b] [--burst-receivers a,b] [--keep]
+                     [--accmond-prefix 'perf record -g -o FILE --']
   BIN_DIR: accmond and accmon (release); TOOLS_DIR: uevent_blast, stamp, relay, bus_relay, bus_client,
   bus_glib_client; FILE: the policy (default: this checkout's packaging/dbus/org.accmon.Accmon1.conf)
 """
@@ -62,20 +63,24 @@ parser.add_argument("--only", choices=["latency", "burst"])
 parser.add_argument("--receivers", default=",".join(LATENCY_ORDER), help="the latency phases' receivers")
 parser.add_argument("--burst-receivers", default=",".join(BURST_RECEIVERS))
 parser.add_argument("--keep", action="store_true", help="keep the work directory (receivers' output and logs)")
+parser.add_argument("--accmond-prefix", default="",
+                    help="a command to run accmond under, such as 'perf record -g -o F --' (its CPU figures are then the "
+                         "command's)")
 options = parser.parse_args()
 
 
-def cpu_ns(pid):
-    """CPU time of `pid` in ns, the sum over its threads of /proc/PID/task/TID/schedstat's time on a CPU (as
-    tools/fanout.c reads it: nanoseconds, where /proc/PID/stat counts 10 ms ticks); 0 when it is gone."""
-    total = 0
+def schedstat(pid):
+    """(CPU time in ns, times scheduled in) of `pid`, the sums over its threads of /proc/PID/task/TID/schedstat (as
+    tools/fanout.c reads it: nanoseconds, where /proc/PID/stat counts 10 ms ticks); zeros when it is gone."""
+    total = runs = 0
     for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
         try:
             with open(path) as stat:
-                total += int(stat.read().split()[0])
+                fields = stat.read().split()
+            total, runs = total + int(fields[0]), runs + int(fields[2])
         except (OSError, ValueError, IndexError):
             pass
-    return total
+    return total, runs
 
 
 work = tempfile.mkdtemp(prefix="accmon-bench-bus-")
@@ -161,8 +166,8 @@ try:
     arguments = accmond_arguments(options.bin_dir, work)
     member_manifest(work)  # the bus clients are `nobody` in the group `users`: they see the bench's accessories
     accmond, accmond_socket, _ = with_monitor(
-        [os.path.join(options.bin_dir, "accmond"), "--socket", socket_path, "--dbus"] + arguments, "accmond", bus_env,
-        0)
+        options.accmond_prefix.split() + [os.path.join(options.bin_dir, "accmond"), "--socket", socket_path, "--dbus"]
+        + arguments, "accmond", bus_env, 0)
     wait_for(lambda: os.path.exists(socket_path), 15, "accmond's socket")
     bus.wait_for_name(ACCMON_NAME, client_env)
     accmond_log = Follower(os.path.join(work, "accmond.err"))
@@ -220,12 +225,13 @@ try:
 
     def run_stream(count, interval_us, receivers, pids, quiet_seconds=3.0):
         """Sends `count` events; returns (first index, send times by listener, {receiver: {index: receive time}},
-        CPU ns by process during the stream, the sender's report)."""
+        CPU ns by process during the stream (and KEY_runs: how often its threads were scheduled in), the sender's
+        report)."""
         global next_index
         first = next_index
         next_index += count
         times_file = os.path.join(work, "times")
-        cpu_before = {key: cpu_ns(pid) for key, pid in pids.items()}
+        before = {key: schedstat(pid) for key, pid in pids.items()}
         command = [tool("uevent_blast"), "--devices", devices_file, "--count", str(count), "--first", str(first),
                    "--interval-us", str(interval_us), "--times", times_file]
         listeners = list(dict.fromkeys(listener for _, _, listener in receivers.values()))
@@ -255,7 +261,9 @@ try:
             elif time.time() - last_growth > quiet_seconds:
                 break
             time.sleep(0.01)
-        cpu = {key: cpu_ns(pid) - cpu_before[key] for key, pid in pids.items()}
+        after = {key: schedstat(pid) for key, pid in pids.items()}
+        cpu = {key: after[key][0] - before[key][0] for key in pids}
+        cpu.update({f"{key}_runs": after[key][1] - before[key][1] for key in pids})
         return first, sent, received, cpu, sender
 
     def pids_of(name, process):

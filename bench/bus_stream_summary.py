@@ -39,6 +39,9 @@ def latency_record(tool, phase, repeat, events, interval_us, sent, received, lis
         record[f"p50_{action}_us"] = round(value, 1) if value is not None else None
     for key in ("broker", "dbus_daemon", "client"):
         record[f"cpu_us_per_event_{key}"] = round(cpu[key] / 1000 / events, 1)
+    # How often the broker's threads were scheduled in per event: its wake-ups (a thread handing an event to another
+    # costs one more).
+    record["runs_per_event_broker"] = round(cpu["broker_runs"] / events, 2)
     return record
 
 
@@ -83,6 +86,8 @@ def summary_records(summary):
             if floor:
                 record["floor"] = floor_name
                 record["floor_ratio_rate"] = _ratio(record["events_per_s"], median_of(floor, "events_per_s"))
+        if bench == "latency":
+            record["runs_per_event_broker"] = median_of(records, "runs_per_event_broker")
         for key in cpu_keys:
             record[key] = median_of(records, key)
             if floor and BROKER_OF.get(name) == "accmond":
