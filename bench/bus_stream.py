@@ -64,8 +64,8 @@ parser.add_argument("--receivers", default=",".join(LATENCY_ORDER), help="the la
 parser.add_argument("--burst-receivers", default=",".join(BURST_RECEIVERS))
 parser.add_argument("--keep", action="store_true", help="keep the work directory (receivers' output and logs)")
 parser.add_argument("--accmond-prefix", default="",
-                    help="a command to run accmond under, such as 'perf record -g -o F --' (its CPU figures are then the "
-                         "command's)")
+                    help="a command to run accmond under, such as 'perf record -g -o F --' (the CPU figures are then "
+                         "the command's)")
 options = parser.parse_args()
 
 
