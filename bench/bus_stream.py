@@ -32,7 +32,7 @@ Usage: bus_stream.py BIN_DIR TOOLS_DIR [--policy FILE] [--repeats R] [--latency-
   BIN_DIR: accmond and accmon (release); TOOLS_DIR: uevent_blast, stamp, relay, bus_relay, bus_client,
   bus_glib_client; FILE: the policy (default: this checkout's packaging/dbus/org.accmon.Accmon1.conf)
 """
-import argparse, glob, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, glob, json, os, shutil, signal, subprocess, sys, tempfile, time
 
 QUEUE_LENGTH = 65536
 DEVICES = 64
@@ -67,6 +67,7 @@ parser.add_argument("--accmond-prefix", default="",
                     help="a command to run accmond under, such as 'perf record -g -o F --' (the CPU figures are then "
                          "the command's)")
 options = parser.parse_args()
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a run stopped from outside still stops its processes
 
 
 def schedstat(pid):
