@@ -268,8 +268,7 @@ try:
         return first, sent, received, cpu, sender
 
     def pids_of(name, process):
-        return {"broker": brokers[BROKER_OF[name]][0], "dbus_daemon": bus.pid, "client": process.pid,
-                "udevadm": udevadm.pid}
+        return {"broker": brokers[BROKER_OF[name]][0], "dbus_daemon": bus.pid, "client": process.pid}
 
     def ordered(names, repeat):
         """The receivers in order, each accmond/floor pair with the floor first in odd repeats."""
@@ -312,13 +311,11 @@ try:
                         got = received[tool_name]
                         elapsed = (max(got.values()) - start) / 1e9 if got else float("nan")
                         record = {"bench": "bus-burst", "tool": tool_name, "repeat": repeat, "events": burst,
-                                  "received": len(got), "lost": burst - len(got),
-                                  "events_per_s": round(len(got) / elapsed) if got else 0}
+                                  "lost": burst - len(got), "events_per_s": round(len(got) / elapsed) if got else 0}
                         if sender["send_errors"]:
                             record["send_errors"] = sender["send_errors"]
                         if tool_name == "udevadm-monitor":
                             record["alongside"] = name
-                            record["cpu_us_per_event"] = round(cpu["udevadm"] / 1000 / burst, 1)
                         else:
                             # As the socket burst: a subscriber accmond suspended (it fell --max-client-buffer behind
                             # in unacknowledged events) has each connect and the disconnect after it cancelled out
@@ -332,7 +329,8 @@ try:
                                 record["lost"] -= 2 * pairs
                             if BROKER_OF[tool_name] == "accmond":
                                 record["subscriber_suspended"] = suspended
-                                record["monitor_lost"] = monitor_lost
+                                if monitor_lost:
+                                    record["monitor_lost"] = monitor_lost
                             for key in ("broker", "dbus_daemon", "client"):
                                 record[f"cpu_us_per_event_{key}"] = round(cpu[key] / 1000 / burst, 1)
                         emit(record)

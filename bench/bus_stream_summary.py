@@ -1,6 +1,7 @@
 """What bench/bus_stream.py's measurements add up to: the receivers and their brokers, each phase's latency record,
 and the summary lines, one per measurement and receiver, with the medians over repeats, the ratios to udevadm monitor
-(measured in the same phases) and to the bus floor with the same client, and whether each target is met. Apart from
+(`baseline_*`, measured in the same phases) and to the bus floor with the same client, and whether each target is
+met. Apart from
 the script so that the figures and targets are read in one place, away from the processes that produce them."""
 from udev_stream_summary import median_of, percentile
 
@@ -22,21 +23,14 @@ TARGET_FLOOR_RATIO_P50 = 1.5
 def latency_record(tool, phase, repeat, events, interval_us, sent, received, listener, cpu):
     """One receiver's latencies in one phase: {index: receive time} against the send times to its listener."""
     latencies = [(t - sent[i][listener]) / 1000 for i, t in received.items()]
-    # Even events are adds, odd ones removes (accmond reads and hashes the device's descriptors on an add).
-    by_action = {action: [(t - sent[i][listener]) / 1000 for i, t in received.items() if i % 2 == parity]
-                 for action, parity in (("add", 0), ("remove", 1))}
     record = {"bench": "bus-latency", "tool": tool, "repeat": repeat, "events": events, "interval_us": interval_us,
-              "received": len(latencies), "lost": events - len(latencies)}
+              "lost": events - len(latencies)}
     for name, fraction in (("p50_us", 0.50), ("p99_us", 0.99)):
         value = percentile(latencies, fraction)
         record[name] = round(value, 1) if value is not None else None
     if tool == "udevadm-monitor":
         record["alongside"] = phase
-        record["cpu_us_per_event"] = round(cpu["udevadm"] / 1000 / events, 1)
         return record
-    for action in ("add", "remove"):
-        value = percentile(by_action[action], 0.50)
-        record[f"p50_{action}_us"] = round(value, 1) if value is not None else None
     for key in ("broker", "dbus_daemon", "client"):
         record[f"cpu_us_per_event_{key}"] = round(cpu[key] / 1000 / events, 1)
     # How often the broker's threads were scheduled in per event: its wake-ups (a thread handing an event to another
@@ -59,16 +53,13 @@ def summary_records(summary):
         base = summary[(bench, size, phase, "udevadm-monitor")]
         floor_name = FLOOR_OF.get(name)
         floor = own.get((bench, size, floor_name)) if floor_name else None
-        record = {"bench": f"bus-{bench}-summary", "tool": name, "baseline": "udevadm-monitor", "events": size,
-                  "repeats": len(records), "lost": sum(r["lost"] for r in records)}
+        record = {"bench": f"bus-{bench}-summary", "tool": name, "events": size, "repeats": len(records),
+                  "lost": sum(r["lost"] for r in records)}
         cpu_keys = ("cpu_us_per_event_broker", "cpu_us_per_event_dbus_daemon", "cpu_us_per_event_client")
         if bench == "latency":
-            for key in ("p50_us", "p99_us"):
-                record[key] = median_of(records, key)
-                record[f"baseline_{key}"] = median_of(base, key)
-                record[f"ratio_{key[:3]}"] = _ratio(record[key], record[f"baseline_{key}"])
-            record["p50_add_us"] = median_of(records, "p50_add_us")
-            record["p50_remove_us"] = median_of(records, "p50_remove_us")
+            record["p50_us"], record["p99_us"] = median_of(records, "p50_us"), median_of(records, "p99_us")
+            record["baseline_p50_us"] = median_of(base, "p50_us")
+            record["ratio_p50"] = _ratio(record["p50_us"], record["baseline_p50_us"])
             if floor:  # the floor's own summary line has its figures
                 record["floor"] = floor_name
                 for key in ("p50_us", "p99_us"):
