@@ -123,10 +123,12 @@ monitors = set()
 
 
 def with_monitor(command, name, env, spare, stamp_output=False):
-    """Starts a process that opens a udev monitor, with `spare` descriptors open first so that its emulated monitor
-    socket gets a number (and a path: umockdev names it event<fd>) no other monitor has; returns (process, socket,
-    stamped file or None)."""
+    """Starts a process that opens a udev monitor, with descriptors 3 to at least 2 + `spare` open first, and to
+    every other monitor's number, so that its emulated monitor socket gets a number (and a path: umockdev names it
+    event<fd>) no other monitor has; returns (process, socket, stamped file or None)."""
     before = event_sockets()
+    taken = [int(os.path.basename(path)[len("event"):]) for path in before]
+    spare = max([spare] + [number - 2 for number in taken])
     wrapped = ["bash", "-c", " ".join(f"exec {fd}</dev/null;" for fd in range(3, 3 + spare)) + ' exec "$0" "$@"',
                *command]
     if stamp_output:
