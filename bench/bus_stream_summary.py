@@ -3,6 +3,8 @@ and the summary lines, one per measurement and receiver, with the medians over r
 (`baseline_*`, measured in the same phases) and to the bus floor with the same client, and whether each target is
 met. Apart from
 the script so that the figures and targets are read in one place, away from the processes that produce them."""
+import statistics
+
 from udev_stream_summary import median_of, percentile
 
 # The latency phases, in order (bus_stream.py puts the floor first in odd repeats).
@@ -64,6 +66,10 @@ def summary_records(summary):
                 record["floor"] = floor_name
                 for key in ("p50_us", "p99_us"):
                     record[f"floor_ratio_{key[:3]}"] = _ratio(record[key], median_of(floor, key))
+                # The phases of one repeat ran one after the other: each repeat's ratio, then their median.
+                paired = [r["p50_us"] / f["p50_us"] for r, f in zip(records, floor) if r["p50_us"] and f["p50_us"]]
+                if paired:
+                    record["floor_ratio_p50_paired"] = round(statistics.median(paired), 3)
             if name == "bus-sdbus" and own.get((bench, size, "floor-full-sdbus")):
                 # The floor with accmond's message sizes: what the properties alone cost the hops.
                 record["full_floor_ratio_p50"] = _ratio(record["p50_us"],
