@@ -16,7 +16,7 @@
 # scale suite's fleet, default 500 x 100).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SUITES="stream fanout memory startup instructions sysfs python mqtt scale hostile history claims dashboard"
+SUITES="stream fanout memory startup instructions sysfs python mqtt scale hostile history claims dashboard bus"
 
 supports() {
     local suite=$1 bin=$2 source=$3
@@ -38,6 +38,11 @@ supports() {
             # The attacks need the limits of issue 21 (without them accmond has no answer to the fd-limit attack).
             "$bin/accmond" --help 2>&1 | grep -q -- '--max-connections-per-user' \
                 || { echo "$bin/accmond has no --max-connections-per-user" >&2; return 1; } ;;
+        bus)
+            # accmond on the bus (issue 39): --dbus, and the build's bus policy for the bench's private bus.
+            "$bin/accmond" --help 2>&1 | grep -q -- '--dbus' || { echo "$bin/accmond has no --dbus" >&2; return 1; }
+            [ -f "$source/packaging/dbus/org.accmon.Accmon1.conf" ] \
+                || { echo "no packaging/dbus/org.accmon.Accmon1.conf in $source" >&2; return 1; } ;;
         *) echo "bench: unknown suite '$suite' ($SUITES)" >&2; return 1 ;;
     esac
 }
@@ -65,6 +70,10 @@ run() {
         claims) /usr/bin/python3 "$here/claims.py" "$bin" "$tools" --repeats "$repeats" --source "$source" ;;
         dashboard) /usr/bin/python3 "$here/dashboard.py" "$bin" --source "$source/clients/dashboard/src" \
                        --repeats "$repeats" --seconds "${BENCH_DASHBOARD_SECONDS:-60}" ;;
+        bus) /usr/bin/python3 "$here/bus_stream.py" "$bin" "$tools" --repeats "$repeats" \
+                 --policy "$source/packaging/dbus/org.accmon.Accmon1.conf"
+             /usr/bin/python3 "$here/bus_memory.py" "$bin" "$tools" --repeats "$repeats" \
+                 --policy "$source/packaging/dbus/org.accmon.Accmon1.conf" ;;
         *) echo "bench: unknown suite '$suite' ($SUITES)" >&2; return 64 ;;
     esac
 }
