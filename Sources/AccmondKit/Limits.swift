@@ -26,6 +26,12 @@ public struct DaemonLimits: Sendable, Equatable {
     /// wait for the next turn, as past ``requestsPerTurn``. Encoding a reply costs the loop about in proportion to
     /// its size, so a flood of large replies (`list`, `status`, `history`) takes as short a turn as one of small ones.
     public static let replyBytesPerTurn = 16 << 10
+    /// Bytes of events (counted as their protocol lines) one bus subscription may have been sent and not yet
+    /// acknowledged; past it the subscriber is suspended as a socket client that does not read. Larger than
+    /// ``clientOutputBytes``: an acknowledgement comes back through dbus-daemon and the subscriber's own loop, long
+    /// after a socket client's read, so a subscriber that acknowledges every signal is many events behind in a
+    /// burst; and what it holds are references to lines every session shares, not copies.
+    public var busUnacknowledgedBytes = 4 << 20
     /// Seconds the system bus may take nothing of what accmond has to send (its socket full, nothing written) before
     /// accmond counts it as stuck: the connection is closed and made again, and every bus peer counts as gone
     /// (restore ids preserved). A bus that reads, however slowly, is never dropped for what waits.

@@ -60,6 +60,9 @@ let usage = """
                                     are suspended first (default \(limits.totalOutputBytes); at least 65536)
       --max-requests-per-turn N     requests of one client handled before the others' (default \
     \(limits.requestsPerTurn))
+      --max-bus-unacknowledged BYTES
+                                    with --dbus: bytes of events a bus subscription may have unacknowledged; past it
+                                    it is suspended (default \(limits.busUnacknowledgedBytes); at least 4096)
       --max-bus-stall SECONDS       with --dbus: how long the system bus may take nothing of what accmond has to
                                     send before accmond connects again, every bus peer then counting as gone
                                     (default \(Int(limits.busStallSeconds)))
@@ -117,6 +120,8 @@ func parseInvocation(_ arguments: [String]) throws(UsageError) -> Invocation {
             configuration.limits.totalOutputBytes = try cursor.integer(for: argument, in: 65536...Int.max)
         case "--max-requests-per-turn":
             configuration.limits.requestsPerTurn = try cursor.integer(for: argument, in: 1...Int.max)
+        case "--max-bus-unacknowledged":
+            configuration.limits.busUnacknowledgedBytes = try cursor.integer(for: argument, in: 4096...Int.max)
         case "--max-bus-stall":
             configuration.limits.busStallSeconds = try cursor.seconds(for: argument, in: 0.5...86_400)
         case "--max-preserved":

@@ -78,7 +78,7 @@ OUTPUT_BUDGET = 4 << 20
 def test_flooding_hoarding_and_silent_peers_delay_no_other_users_events(
     bus: PrivateBus, monkeypatch: pytest.MonkeyPatch, peers: Callable[..., GLibPeer]
 ) -> None:
-    daemon = start_daemon(bus, monkeypatch, ["--max-output-bytes", str(OUTPUT_BUDGET), "--max-client-buffer", str(2 << 20)])
+    daemon = start_daemon(bus, monkeypatch, ["--max-output-bytes", str(OUTPUT_BUDGET), "--max-bus-unacknowledged", str(2 << 20)])
     try:
         assert daemon.pid is not None
         healthy = peers(user="www-data", manager=True)

@@ -48,7 +48,7 @@ def _property(peer: GLibPeer, path: str, name: str) -> Any:
 def test_a_subscriber_that_does_not_acknowledge_is_suspended_and_its_events_coalesced(
     bus: PrivateBus, monkeypatch: pytest.MonkeyPatch, peers: Callable[..., GLibPeer]
 ) -> None:
-    daemon = start_daemon(bus, monkeypatch, ["--max-client-buffer", "4096"])
+    daemon = start_daemon(bus, monkeypatch, ["--max-bus-unacknowledged", "4096"])
     try:
         slow = peers(user="nobody")
         healthy = peers(user="www-data")

@@ -98,7 +98,7 @@ extension BusFrontend {
             number: state.sessions.takeNumber(),
             transport: .bus(BusEndpoint(peer: peer.name, busID: busID, objectPath: path)),
             peer: PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: peer.principal.gids.first ?? 0),
-            principal: peer.principal, outboundLimit: state.configuration.limits.clientOutputBytes,
+            principal: peer.principal, outboundLimit: state.configuration.limits.busUnacknowledgedBytes,
             budget: subscriptionBudget, now: monotonicNanoseconds())
         session.greet(
             version: WireFormat.supportedVersions.upperBound, clientName: name ?? "bus \(peer.name)", restoreKey: key)

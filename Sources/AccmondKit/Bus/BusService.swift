@@ -21,7 +21,7 @@ final class BusService: Sendable {
     /// How long the bus may take nothing while messages wait (``DaemonLimits/busStallSeconds``), in nanoseconds:
     /// then it counts as stuck, and the connection is closed and made again, every peer treated as gone
     /// (docs/DBUS.md, "Limits"). What waits meanwhile is bounded by the sessions' own limits: a subscription's
-    /// unacknowledged events by `--max-client-buffer`, calls by the bus's limit of replies each peer may await.
+    /// unacknowledged events by `--max-bus-unacknowledged`, calls by the bus's limit of replies each peer may await.
     private let stall: UInt64
     private let address: String?
     private let inbound: Mailbox<BusInbound>
@@ -107,8 +107,12 @@ final class BusService: Sendable {
                 let now = monotonicNanoseconds()
                 timeout = retryAt > now ? Int32(min((retryAt - now) / 1_000_000 + 1, 30_000)) : 0
             }
-            _ = waits.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeout) }
+            let ready = waits.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeout) }
             wakeup.drain()
+            // sd-bus has something to do only when its socket is ready, its read queue holds messages, or a timeout
+            // of its own is due: woken by the loop alone, the thread sends and does not ask sd-bus to read (an
+            // empty recvmsg per wake-up, a cost on every event's path).
+            let busReady = ready == 0 || waits.count < 2 || waits[1].revents != 0 || waits[1].events & Int16(POLLIN) == 0
             let items = outbox.withLock { posted in
                 defer { posted = [] }
                 return posted
@@ -140,7 +144,7 @@ final class BusService: Sendable {
                 progress.observe(queued: current.connection.queuedWriteCount ?? 0, waiting: !pending.isEmpty, now: now)
                 try send(&pending, on: current)
                 progress.sent(queued: current.connection.queuedWriteCount ?? 0)
-                try receive(on: current, into: &received, nextCallID: &nextCallID, polkit: &polkit)
+                if busReady { try receive(on: current, into: &received, nextCallID: &nextCallID, polkit: &polkit) }
                 for (id, answer) in polkit.expired(now: monotonicNanoseconds()) {
                     received.append(.authorized(id: id, answer))
                 }
