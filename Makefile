@@ -6,9 +6,11 @@ BUILD_DIR ?= .build
 DASHBOARD_APT_PACKAGES := python3-aiohttp chromium chromium-driver python3-selenium python3-prometheus-client
 # accmon.fleet, the Python client's optional part (claims across the fleet), and the claims bench: an MQTT 5 client.
 FLEET_APT_PACKAGES := python3-paho-mqtt
+# The second MQTT 5 broker the bridge's suites run against (docs/MQTT.md §10).
+BROKER_APT_PACKAGES := ejabberd
 APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev \
   python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl python3-fusepy acl $(DASHBOARD_APT_PACKAGES) \
-  $(FLEET_APT_PACKAGES)
+  $(FLEET_APT_PACKAGES) $(BROKER_APT_PACKAGES)
 DEBUG_BIN = $(BUILD_DIR)/debug
 # The package: built and tested under PACKAGE_DIR (release build, staging tree, cached minbase chroot).
 PACKAGE_DIR ?= build
