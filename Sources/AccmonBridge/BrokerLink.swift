@@ -208,8 +208,9 @@ final class BrokerLink {
                 logger.error(
                     .bridgeReconciliation,
                     "mqtt: the broker does not let host '\(host)' read its own topics back "
-                        + "(\(topics.accessories(host: host)), \(topics.sync(host: host))): stale retained topics "
-                        + "cannot be found and removed; grant this user read access to its subtree (docs/MQTT.md)")
+                        + "(\(topics.accessories(host: host)), \(topics.sync(host: host)): \(refused[0])): stale "
+                        + "retained topics cannot be found and removed; grant this user read access to its subtree "
+                        + "(docs/MQTT.md)")
                 return finishSynchronization()
             }
             let token = Array("\(online.runID) \(synchronizations)".utf8)
