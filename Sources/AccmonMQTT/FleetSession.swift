@@ -86,6 +86,8 @@ final class FleetSession {
     var brokerQueue: Int
     /// The host levels known to read (read, or waiting in the plan).
     var listed: Set<String> = []
+    /// The host levels the host index lists: shown, as `unknown`, even when the broker holds nothing else of them.
+    var indexed: Set<String> = []
     var changes: [FleetChange] = []
     var warnings: [String] = []
     /// Whether a warning said that something may be missing (rather than read slower).
@@ -95,7 +97,7 @@ final class FleetSession {
     /// What following keeps: the intervals between end markers, the hosts to read again.
     var watching = Watching()
     /// When the packets being handled arrived: the clock read once for each batch `poll` announced, not per packet.
-    private var packetTime: UInt64 = 0
+    var packetTime: UInt64 = 0
     /// Hosts whose claim topics are to be read again, and the most hosts one such read may hold.
     var claimChecks: [String] = []
     var claimCheckCap = Int.max
@@ -147,6 +149,8 @@ final class FleetSession {
             attempt += 1
             do {
                 try synchronize()
+                // A lease that ran out while the rest was read: that host is stale, not online.
+                for level in state.leasesRunOut(now: monotonicNanoseconds()) { _ = state.markStale(level: level) }
                 return .success(FleetReadResult(state: state, warnings: notes + warnings, complete: !incomplete))
             } catch {
                 // The hosts handed over so far are handed over again by the next read, after these.
@@ -307,12 +311,12 @@ final class FleetSession {
                         + "publish there (docs/MQTT.md, ACL)")
         case .published:
             break
-        case .message(let topic, let payload, _, _):
+        case .message(let topic, let payload, _, let properties):
             countPacket()
             if topic == markerTopic {
                 marker(payload)
             } else if let parsed = topics.parse(topic) {
-                message(parsed, payload: payload)
+                message(parsed, payload: payload, expiry: properties.expirySeconds)
             }
         }
     }
