@@ -6,22 +6,25 @@ import Synchronization
 /// A TCP proxy on a free local port to a broker's port, which stops passing the broker's bytes to the client once the
 /// client sent a given string (a SUBSCRIBE's filter): the broker's sends to that client then block, as they do for a
 /// client that stopped reading, while the client waits. ``resume()`` passes them on again. Only the first connection
-/// that sends the string is held; later ones pass freely. ``stop()`` closes it and every connection.
+/// that sends the string is held; later ones pass freely. ``holdClientBytes()`` stops passing the clients' bytes
+/// instead, and ``dropConnections()`` closes the connections without passing what was held: a link that lost what
+/// was in flight. ``stop()`` closes it and every connection.
 final class PausingProxy: Sendable {
     let port: Int
     private let listener: Int32
-    private let trigger: [UInt8]
+    private let trigger: [UInt8]?
     private let state = Mutex(State())
 
     private struct State {
         var armed = true
         var paused = false
+        var clientBytesHeld = false
         var stopped = false
         var descriptors: [Int32] = []
     }
 
-    init(to target: Int, pausingAfter trigger: String) throws {
-        self.trigger = Array(trigger.utf8)
+    init(to target: Int, pausingAfter trigger: String? = nil) throws {
+        self.trigger = trigger.map { Array($0.utf8) }
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.listener = listener
         var address = sockaddr_in()
@@ -56,6 +59,22 @@ final class PausingProxy: Sendable {
     /// Passes the broker's bytes on again.
     func resume() { state.withLock { $0.paused = false } }
 
+    /// Stops passing the clients' bytes to the broker (they wait, unread).
+    func holdClientBytes() { state.withLock { $0.clientBytesHeld = true } }
+
+    /// Closes every connection without passing on what the proxy holds; new connections pass freely.
+    func dropConnections() {
+        let descriptors = state.withLock { state in
+            defer {
+                state.descriptors = []
+                state.clientBytesHeld = false
+                state.paused = false
+            }
+            return state.descriptors
+        }
+        for descriptor in descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
+    }
+
     /// Whether the proxy holds the broker's bytes now.
     var isPaused: Bool { state.withLock { $0.paused } }
 
@@ -64,18 +83,20 @@ final class PausingProxy: Sendable {
         var buffer = [UInt8](repeating: 0, count: 65536)
         var seen: [UInt8] = []
         while true {
-            if !watching {
-                while state.withLock({ $0.paused && !$0.stopped }) { usleep(10_000) }
-            }
             let count = read(source, &buffer, buffer.count)
             if count <= 0 { break }
+            // Held: what was read waits here; dropped meanwhile: it is not passed on.
+            while state.withLock({ ($0.paused && !watching || $0.clientBytesHeld && watching) && !$0.stopped }) {
+                usleep(10_000)
+            }
+            if !state.withLock({ $0.descriptors.contains(source) }) { break }
             var sent = 0
             while sent < count {
                 let written = buffer.withUnsafeBytes { write(sink, $0.baseAddress! + sent, count - sent) }
                 if written <= 0 { break }
                 sent += written
             }
-            if watching {
+            if watching, let trigger {
                 seen = Array((seen + buffer[0..<count]).suffix(trigger.count + count))
                 if seen.firstRange(of: trigger) != nil {
                     state.withLock { state in
