@@ -103,7 +103,8 @@ struct FleetOptions {
 
     static let help = """
           --broker URL       show every host's accessories from the MQTT broker's retained topics (mqtt://HOST[:PORT]
-                             or mqtts://HOST[:PORT]), with a HOST column; offline hosts are shown as such
+                             or mqtts://HOST[:PORT]), with a HOST column; offline hosts are shown as such, and
+                             stale those whose status's lease ran out
           --host GLOB        with --broker: only hosts whose name matches (shell wildcards); only their topics
                              are read (a name without wildcards: that host's alone)
           --prefix PREFIX    with --broker: the topic prefix (default \(FleetTopics.defaultPrefix))
@@ -290,7 +291,7 @@ func claimDetail(_ claim: FleetClaim, style: Style, lead: String = "claimed by")
 /// A host's status as one human line: time, host, its state (online, offline, stale or unknown), and which run.
 func statusLine(_ host: String, _ status: HostStatus?, stale: Bool = false, style: Style) -> String {
     let state = stale ? "stale" : status?.state.rawValue ?? "unknown"
-    let painted = style.paint(state.padding(10), state == "online" ? "32" : "31")
+    let painted = style.paint(state.padding(10), state == "online" ? "32" : state == "stale" ? "33" : "31")
     let detail =
         status.map {
             "machine=\($0.machineID.prefix(8)) run=\($0.runID.prefix(8))\($0.reason.map { " (\($0))" } ?? "")"
