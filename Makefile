@@ -6,7 +6,9 @@ BUILD_DIR ?= .build
 DASHBOARD_APT_PACKAGES := python3-aiohttp chromium chromium-driver python3-selenium python3-prometheus-client
 # accmon.fleet, the Python client's optional part (claims across the fleet), and the claims bench: an MQTT 5 client.
 FLEET_APT_PACKAGES := python3-paho-mqtt
-# The second MQTT 5 broker the bridge's suites run against (docs/MQTT.md §10).
+# The second MQTT 5 broker the bridge's suites run against (docs/MQTT.md §10). The tests start nodes of their own on
+# free ports; the service the package starts where systemd runs is not used (Debian's configuration has it listen on
+# 1883, as mosquitto's does: `systemctl disable --now ejabberd` when it is not wanted).
 BROKER_APT_PACKAGES := ejabberd
 APT_PACKAGES := libudev-dev libsystemd-dev libssl-dev socat umockdev gir1.2-umockdev-1.0 python3-gi util-linux procps udev \
   python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl python3-fusepy acl $(DASHBOARD_APT_PACKAGES) \
