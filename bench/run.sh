@@ -4,8 +4,8 @@
 # lines also go to build/bench/<date>-<commit>-<suites>.jsonl, and their summary (bench/summarize.py) to
 # bench/results/<the same name>.json. See bench/README.md.
 #
-#   BENCH_SUITES   which to run, of: stream fanout memory startup instructions sysfs python mqtt scale hostile history
-#                  claims dashboard bus (default: all)
+#   BENCH_SUITES   which to run, of: stream fanout memory startup instructions sysfs python mqtt scale sites hostile
+#                  history claims dashboard bus open (default: all)
 #   BENCH_REPEATS  repeats of each measurement (default 3; at least 5 for start-up, 11 for fan-out)
 #   BENCH_SCRATCH  the build directory (default /tmp/accmon-bench-build)
 #   BENCH_OUT      the raw lines' file (default build/bench/<date>-<commit>-<suites>.jsonl: "bench" for every suite;

@@ -13,10 +13,10 @@
 # Environment: BENCH_REPEATS (default 3; fan-out at least 11, start-up at least 5), BENCH_FANOUT_COUNTS (default
 # 1,10,100,1000), BENCH_MQTT_OUTAGE (seconds, default 600), BENCH_HOSTILE_SECONDS (seconds per attack, default 20),
 # BENCH_DASHBOARD_SECONDS (seconds of load per repeat, default 60), BENCH_SCALE_HOSTS and BENCH_SCALE_ACCESSORIES (the
-# scale suite's fleet, default 500 x 100).
+# scale and sites suites' fleet, default 500 x 100).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SUITES="stream fanout memory startup instructions sysfs python mqtt scale hostile history claims dashboard bus"
+SUITES="stream fanout memory startup instructions sysfs python mqtt scale sites hostile history claims dashboard bus open"
 
 supports() {
     local suite=$1 bin=$2 source=$3
@@ -34,6 +34,9 @@ supports() {
             [ -d "$source/clients/dashboard/src/accmon_dashboard" ] ||
                 { echo "no clients/dashboard in $source" >&2; return 1; } ;;
         scale) "$bin/accmon" list --help 2>&1 | grep -q -- '--broker' || { echo "no accmon list --broker in $bin" >&2; return 1; } ;;
+        sites)
+            grep -q 'accmon-centre.conf (on each site' "$source/docs/MQTT.md" 2>/dev/null \
+                || { echo "$source/docs/MQTT.md has no site configuration" >&2; return 1; } ;;
         hostile)
             # The attacks need the limits of issue 21 (without them accmond has no answer to the fd-limit attack).
             "$bin/accmond" --help 2>&1 | grep -q -- '--max-connections-per-user' \
@@ -63,6 +66,8 @@ run() {
         mqtt) /usr/bin/python3 "$here/mqtt.py" "$bin" "$tools" --repeats "$repeats" \
                   --outage-seconds "${BENCH_MQTT_OUTAGE:-600}" ;;
         scale) /usr/bin/python3 "$here/scale.py" "$bin" "$tools" --repeats "$repeats" \
+                   --hosts "${BENCH_SCALE_HOSTS:-500}" --accessories "${BENCH_SCALE_ACCESSORIES:-100}" ;;
+        sites) /usr/bin/python3 "$here/sites.py" "$bin" "$tools" --docs "$source/docs/MQTT.md" --repeats "$repeats" \
                    --hosts "${BENCH_SCALE_HOSTS:-500}" --accessories "${BENCH_SCALE_ACCESSORIES:-100}" ;;
         hostile) /usr/bin/python3 "$here/hostile.py" "$bin" --attack-seconds "${BENCH_HOSTILE_SECONDS:-20}" \
                      --rounds "$repeats" ;;

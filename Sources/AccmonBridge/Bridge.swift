@@ -62,7 +62,7 @@ public final class Bridge {
             socketPath: Self.socketPath(configuration.socketPath), restoreID: configuration.restoreID, logger: logger)
         let online = HostStatus(
             state: .online, host: host, machineID: identity.machineID, runID: identity.runID,
-            since: identity.startedAt, bridge: AccmonVersion.current)
+            since: identity.startedAt, bridge: AccmonVersion.current, lease: configuration.statusLeaseSeconds)
         broker = BrokerLink(
             settings: configuration.broker, topics: configuration.topics, host: host,
             clientID: "accmon-mqtt-\(host)-\(identity.machineID.prefix(8))", online: online, logger: logger)
@@ -147,7 +147,7 @@ public final class Bridge {
             }
             releaseAcknowledgements()
             // After this turn's publications: the status counts what they leave in the broker.
-            broker.publishCount(relay.retainedCount)
+            broker.publishCount(relay.retainedCount, now: after)
             if stopBegan == nil { accmond.setSuspended(!broker.isReady) }
             if accmond.wantsWrite { accmond.flush(now: after) }
         }

@@ -17,6 +17,7 @@ import Glibc
 ///   "prefix": "accmon",                           // default accmon
 ///   "socket": "/run/accmon/accmon.sock",          // default: $ACCMON_SOCKET, else this
 ///   "keepAlive": 30,                              // seconds
+///   "statusLeaseSeconds": 20,                     // the online status's lease, renewed every half of it
 /// }
 /// ```
 public struct BridgeConfiguration: Sendable, Hashable {
@@ -40,10 +41,15 @@ public struct BridgeConfiguration: Sendable, Hashable {
     public var leaseSeconds: Double = 30
     /// How often claimers are told to renew.
     public var renewSeconds: Double = 10
+    /// The lease of the host's online status: its MQTT 5 message expiry, renewed every half of it (docs/MQTT.md §3).
+    public var statusLeaseSeconds = BridgeConfiguration.defaultStatusLeaseSeconds
+
+    /// The status's lease by default: a host whose bridge or broker is gone without a will shows `stale` within it.
+    public static let defaultStatusLeaseSeconds = 20
 
     static let keys = [
         "broker", "ca", "certificate", "key", "username", "passwordFile", "host", "prefix", "socket", "restoreID",
-        "keepAlive", "machineIDFile", "leaseSeconds", "renewSeconds",
+        "keepAlive", "machineIDFile", "leaseSeconds", "renewSeconds", "statusLeaseSeconds",
     ]
     static let refusals = [
         "password":
@@ -154,6 +160,7 @@ public struct BridgeConfiguration: Sendable, Hashable {
                 member.value.position,
                 "renewSeconds: \(renewSeconds) is not below leaseSeconds (\(leaseSeconds)): a lease would end between renewals")
         }
+        let statusLease = reader.integer(members["statusLeaseSeconds"], in: 2...3600) ?? defaultStatusLeaseSeconds
         guard reader.problems.isEmpty, let address else { return .failure(ConfigurationProblems(reader.problems)) }
         let broker = BrokerSettings(
             address: address, caFile: tlsFiles.first { $0.key == "ca" }?.path,
@@ -162,7 +169,7 @@ public struct BridgeConfiguration: Sendable, Hashable {
         let configuration = BridgeConfiguration(
             broker: broker, passwordFile: passwordFile, host: host, topics: FleetTopics(prefix: prefix),
             socketPath: socket, restoreID: restoreID, machineIDFile: machineIDFile, leaseSeconds: Double(leaseSeconds),
-            renewSeconds: Double(renewSeconds))
+            renewSeconds: Double(renewSeconds), statusLeaseSeconds: statusLease)
         return .success(
             Parsed(
                 configuration: configuration, passwordFilePosition: members["passwordFile"]?.value.position,

@@ -9,6 +9,11 @@ import AccmonSys
 /// whenever the count changes, after the publications that change it; the will and the status published at connection
 /// carry no count, since what the broker holds is not known then.
 ///
+/// The online status is a lease (``HostStatus/lease``): published with an MQTT 5 message expiry of the lease and
+/// published again every half of it while connected (any publication of it counts), so that the broker deletes it
+/// when neither this bridge nor its will can speak for the host any more: a site broker killed between the bridge and
+/// a central one, for one (docs/MQTT.md §11).
+///
 /// MQTT has no end-of-retained marker: after subscribing to its accessory topics and to its own `sync` topic, the link
 /// publishes a token to `sync` and takes every accessory message that arrives before the token comes back as the
 /// retained state. Then it subscribes again with no-local and without retained messages, so that from then on every
@@ -57,6 +62,8 @@ final class BrokerLink {
     private var resyncDue: UInt64?
     /// The message id of the last online status published.
     private var statusMessageID: Int32?
+    /// When the online status is next published again to renew its lease, while connected.
+    private var renewalDue: UInt64?
     /// The message id of the host index entry published at the last connection.
     private var indexMessageID: Int32?
     private var indexRefusalLogged = false
@@ -83,11 +90,19 @@ final class BrokerLink {
     var nextDeadline: UInt64? {
         switch phase {
         case .waiting(let until): until
-        case .connecting(let deadline), .subscribing(_, let deadline), .awaitingMarker(_, _, let deadline),
-            .stopping(_, let deadline):
-            deadline
-        case .ready: resyncDue
+        case .connecting(let deadline), .stopping(_, let deadline): deadline
+        case .subscribing(_, let deadline), .awaitingMarker(_, _, let deadline):
+            min(deadline, renewalDue ?? .max)
+        case .ready: [resyncDue, renewalDue].compactMap { $0 }.min()
         case .idle, .stopped: nil
+        }
+    }
+
+    /// Whether the broker accepted the connection and the bridge speaks for the host on it (its lease is renewed).
+    private var isOnline: Bool {
+        switch phase {
+        case .subscribing, .awaitingMarker, .ready: true
+        default: false
         }
     }
 
@@ -105,6 +120,7 @@ final class BrokerLink {
     func tick(now: UInt64) -> [Outcome] {
         client?.housekeeping()
         var outcomes = drainEvents(now: now)
+        if isOnline, let renewalDue, now >= renewalDue { publishStatus(now: now) }
         switch phase {
         case .waiting(let until) where now >= until:
             connect(now: now)
@@ -190,7 +206,7 @@ final class BrokerLink {
             backoff.succeeded()
             lastFailure = ""
             current = online
-            publishStatus()
+            publishStatus(now: now)
             publishIndexEntry()
             synchronize(now: now)
         case .connected(let error?):
@@ -208,8 +224,9 @@ final class BrokerLink {
                 logger.error(
                     .bridgeReconciliation,
                     "mqtt: the broker does not let host '\(host)' read its own topics back "
-                        + "(\(topics.accessories(host: host)), \(topics.sync(host: host))): stale retained topics "
-                        + "cannot be found and removed; grant this user read access to its subtree (docs/MQTT.md)")
+                        + "(\(topics.accessories(host: host)), \(topics.sync(host: host)): \(refused[0])): stale "
+                        + "retained topics cannot be found and removed; grant this user read access to its subtree "
+                        + "(docs/MQTT.md)")
                 return finishSynchronization()
             }
             let token = Array("\(online.runID) \(synchronizations)".utf8)
@@ -259,7 +276,7 @@ final class BrokerLink {
         case .subscribing, .awaitingMarker:
             if topic != topics.sync(host: host) { retained[topic] = payload.isEmpty ? nil : payload }
         case .ready where topic == topics.status(host: host):
-            checkStatus(payload)
+            checkStatus(payload, now: now)
         case .ready:
             // No-local: not ours. Overwritten with the truth by a synchronization once the edits settle.
             if resyncDue == nil {
@@ -307,10 +324,14 @@ final class BrokerLink {
         return [.synchronized(retained: read)]
     }
 
-    private func publishStatus() {
+    /// Publishes the online status, with its lease as its message expiry; the next renewal is due in half the lease.
+    private func publishStatus(now: UInt64) {
+        let lease = current.leaseSeconds
+        renewalDue = lease.map { now + UInt64($0) * 500_000_000 }
         do {
             statusMessageID = try client?.publish(
-                topic: topics.status(host: host), payload: current.payload, retained: true)
+                topic: topics.status(host: host), payload: current.payload, retained: true, qos: 1,
+                properties: MQTTMessageProperties(expirySeconds: lease.map(UInt32.init)))
         } catch {
             logger.error(.bridgeBroker, "mqtt: cannot publish the status of host '\(host)': \(error)")
         }
@@ -318,10 +339,10 @@ final class BrokerLink {
 
     /// Publishes the online status again when the number of the host's retained accessory topics changed; only while
     /// ready (synchronized), after the publications that changed it.
-    func publishCount(_ accessories: Int) {
+    func publishCount(_ accessories: Int, now: UInt64) {
         guard isReady, current.retainedCount(.accessories) != accessories else { return }
         current.retained = [FleetTopics.RetainedFamily.accessories.rawValue: accessories]
-        publishStatus()
+        publishStatus(now: now)
     }
 
     /// The host's entry in the host index, by which readers list a fleet too big for one read of every status.
@@ -335,7 +356,7 @@ final class BrokerLink {
     }
 
     /// Someone else wrote this host's status: a late will of an earlier run, or another machine under this name.
-    private func checkStatus(_ payload: [UInt8]) {
+    private func checkStatus(_ payload: [UInt8], now: UInt64) {
         let status = HostStatus.decode(payload)
         if let status, status.state == .online, status.machineID != online.machineID {
             logger.error(
@@ -349,7 +370,7 @@ final class BrokerLink {
         logger.notice(
             .bridgeReconciliation,
             "mqtt: the status of host '\(host)' was overwritten (\(found)); publishing online again")
-        publishStatus()
+        publishStatus(now: now)
     }
 
     /// Drops the connection and schedules the next attempt.

@@ -109,10 +109,10 @@ struct LastHost {
 
 extension FleetWindow {
     /// Applies a message of one of its hosts: an accessory's payload kept as it is when the window holds payloads,
-    /// anything else folded into ``fresh``.
-    mutating func apply(_ topic: FleetTopics.Topic, payload: [UInt8]) {
+    /// anything else folded into ``fresh`` (a status with its lease: `expiry` left of it, arrived `now`).
+    mutating func apply(_ topic: FleetTopics.Topic, payload: [UInt8], expiry: UInt32?, at now: UInt64) {
         guard holdsPayloads, case .accessory(let level, _, let connection) = topic else {
-            _ = fresh.apply(topic, payload: payload, reporting: false)
+            _ = fresh.apply(topic, payload: payload, reporting: false, expiry: expiry, at: now)
             return
         }
         payload.withUnsafeBytes { hold(level: level, connection: connection, payload: $0) }

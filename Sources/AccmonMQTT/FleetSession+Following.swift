@@ -10,6 +10,11 @@ import Glibc
 /// markers hold fewer packets than the queue (and no marker was dropped), nothing was dropped; otherwise the statuses
 /// of every host shown are read again and compared (a dropped status is what the first way cannot see), at most
 /// every 10 s.
+///
+/// A host's online status is a lease its bridge renews every half of it. When one runs out without a renewal, the
+/// host's status is read again first (the broker may have dropped the renewal for this reader, as mosquitto drops
+/// messages for a reader that falls behind): a renewed status carries the lease on; none (the broker expired it)
+/// shows the host stale.
 struct Watching {
     /// Packets since the last end marker came back, and in the interval before.
     var sinceMarker = 0
@@ -20,6 +25,8 @@ struct Watching {
     var lastStatusCheck: UInt64 = 0
     /// Hosts whose statuses are to be read again and compared.
     var statusChecks: [String] = []
+    /// Hosts whose lease ran out, whose status is being read again.
+    var leaseChecks: Set<String> = []
     /// Hosts whose count differs from what is shown, to read again, and when each was last read.
     var recheckDue: [String: UInt64] = [:]
     var lastRecheck: [String: UInt64] = [:]
@@ -68,11 +75,12 @@ extension FleetSession {
         }
     }
 
-    /// A message on a fleet topic: to the window reading its host, else to what is shown.
-    func message(_ topic: FleetTopics.Topic, payload: [UInt8]) {
+    /// A message on a fleet topic: to the window reading its host, else to what is shown. `expiry`: a status's
+    /// message expiry, what is left of its lease.
+    func message(_ topic: FleetTopics.Topic, payload: [UInt8], expiry: UInt32? = nil) {
         let level = topic.hostLevel
         if ahead?.levels.contains(level) == true, topic.isHostTopic {
-            ahead!.apply(topic, payload: payload)
+            ahead!.apply(topic, payload: payload, expiry: expiry, at: packetTime)
             return
         }
         if window != nil {
@@ -85,12 +93,12 @@ extension FleetSession {
                 }
             case .hosts:
                 if window!.levels.contains(level) {
-                    window!.apply(topic, payload: payload)
+                    window!.apply(topic, payload: payload, expiry: expiry, at: packetTime)
                     return
                 }
             case .statusCheck:
                 if case .status = topic, window!.levels.contains(level) {
-                    _ = window!.fresh.apply(topic, payload: payload, reporting: false)
+                    _ = window!.fresh.apply(topic, payload: payload, reporting: false, expiry: expiry, at: packetTime)
                     return
                 }
             case .claimCheck:
@@ -105,7 +113,8 @@ extension FleetSession {
         if case .indexEntry = topic { return }
         guard options.selection.includes(hostLevel: level) else { return }
         if decoding != nil, laterMessage(topic, payload: payload) { return }
-        let shown = state.apply(topic, payload: payload, reporting: phase == .following)
+        let shown = state.apply(
+            topic, payload: payload, reporting: phase == .following, expiry: expiry, at: packetTime)
         if phase == .following { changes += shown }
         guard case .status = topic, let host = state.hosts[level], host.status != nil else { return }
         if !listed.contains(level), phase == .hosts || phase == .following {
@@ -135,6 +144,11 @@ extension FleetSession {
     /// after a possible drop, an end marker after changes); returns when something is next due, or `nil` once a
     /// window started.
     func startFollowingRead(now: UInt64) throws(MQTTError) -> UInt64? {
+        let runOut = state.leasesRunOut(now: now).filter { !watching.leaseChecks.contains($0) }
+        if !runOut.isEmpty {
+            watching.leaseChecks.formUnion(runOut)
+            watching.statusChecks = runOut + watching.statusChecks.filter { !runOut.contains($0) }
+        }
         for (level, due) in watching.recheckDue where due <= now {
             watching.recheckDue[level] = nil
             watching.lastRecheck[level] = now
@@ -169,21 +183,26 @@ extension FleetSession {
         }
         var next = now + 1_000_000_000
         if let due = watching.recheckDue.values.min() { next = min(next, due) }
+        if let leaseEnd = state.nextLeaseEnd { next = min(next, leaseEnd) }
         if watching.sinceMarker > 0 { next = min(next, watching.lastPacket + Watching.markerAfterChanges) }
         if watching.dropSuspected { next = min(next, checkDue) }
         return next
     }
 
-    /// The end of a comparison of counts: a host whose status counts other than what is shown, or counts nothing,
-    /// is read again; a status changed meanwhile is shown.
+    /// The end of a comparison of counts, or of a lease that ran out: a host whose status counts other than what is
+    /// shown, or counts nothing, is read again; a status changed meanwhile is shown, with its lease; a host whose lease
+    /// ran out and whose status the broker no longer has is shown stale, as it was.
     func finishStatusCheck(_ levels: [String], fresh: FleetState) {
         for level in levels {
-            let status = fresh.hosts[level]?.status
-            if let shownStatus = state.hosts[level]?.status, status?.withoutCounts != shownStatus.withoutCounts,
-                let status
-            {
-                changes += state.apply(.status(hostLevel: level), payload: status.payload)
+            let read = fresh.hosts[level]
+            if watching.leaseChecks.remove(level) != nil, read?.status == nil {
+                changes += state.markStale(level: level)
+                continue
             }
+            if let read, read.status != nil { changes += state.takeStatus(level: level, from: read) }
+            // A stale host's status expired: nothing to read again until a bridge speaks for it.
+            if state.hosts[level]?.stale == true { continue }
+            let status = read?.status
             let counted = status?.retainedCount(.accessories)
             if let given = watching.givenUp[level], given == counted { continue }
             if counted == nil || counted != state.hosts[level]?.accessories.count {

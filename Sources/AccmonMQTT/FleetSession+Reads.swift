@@ -7,6 +7,7 @@ extension FleetSession {
     func synchronize() throws(MQTTError) {
         state = FleetState(topics: topics)
         listed = []
+        indexed = []
         changes = []
         incomplete = false
         decoding = follows ? nil : Decoding(decoder: AccessoryDecoder(handOver: eachHost))
@@ -51,18 +52,21 @@ extension FleetSession {
         return plan.nextWindowFits
     }
 
-    /// Every status in one read; when that read may have lost some, the host index too.
+    /// Every status in one read, then the host index: the hosts whose status the broker no longer holds (it expired
+    /// their lease: their bridge, or the broker between, is gone) are known by their entry, and the index lists the
+    /// hosts whose statuses that read may have lost.
     private func readHostList() throws(MQTTError) {
         phase = .statuses
         try startWindow(.statuses, filters: [topics.statuses], keep: follows)
         try run { window == nil }
         var levels = Set(state.hosts.keys)
-        if let finished, !finished.complete {
+        if let finished {
+            let statusesWhole = finished.complete
             phase = .index
-            let indexed = try readIndex(hostsAtLeast: finished.window.packets)
+            indexed = try readIndex(hostsAtLeast: finished.window.packets)
             let unindexed = levels.subtracting(indexed)
             levels.formUnion(indexed)
-            if !unindexed.isEmpty {
+            if !statusesWhole, !unindexed.isEmpty {
                 incomplete = true
                 warnings.append(
                     "accmon: mqtt: \(settings.address): more hosts than the broker delivers in one read (at least "
@@ -207,10 +211,11 @@ extension FleetSession {
             watching.lastRecheck[level] = now
             // Counts tell a dropped accessory topic, not a dropped claim topic.
             if !complete { claimChecks.append(level) }
+            let host = fresh.hosts[level] ?? (indexed.contains(level) ? FleetHost(level: level) : nil)
             if phase == .following {
-                changes += state.replaceHost(level: level, with: fresh.hosts[level])
+                changes += state.replaceHost(level: level, with: host)
             } else {
-                state.setHost(level: level, to: fresh.hosts[level])
+                state.setHost(level: level, to: host)
             }
             if window.holdsPayloads { handOver(level, of: window) }
         }

@@ -86,6 +86,8 @@ final class FleetSession {
     var brokerQueue: Int
     /// The host levels known to read (read, or waiting in the plan).
     var listed: Set<String> = []
+    /// The host levels the host index lists: shown, as `unknown`, even when the broker holds nothing else of them.
+    var indexed: Set<String> = []
     var changes: [FleetChange] = []
     var warnings: [String] = []
     /// Whether a warning said that something may be missing (rather than read slower).
@@ -95,7 +97,7 @@ final class FleetSession {
     /// What following keeps: the intervals between end markers, the hosts to read again.
     var watching = Watching()
     /// When the packets being handled arrived: the clock read once for each batch `poll` announced, not per packet.
-    private var packetTime: UInt64 = 0
+    var packetTime: UInt64 = 0
     /// Hosts whose claim topics are to be read again, and the most hosts one such read may hold.
     var claimChecks: [String] = []
     var claimCheckCap = Int.max
@@ -105,6 +107,8 @@ final class FleetSession {
     let eachHost: (@Sendable (FleetHost) -> Void)?
     var failure: MQTTError?
     var connected = false
+    /// Whether the broker ended a connection it had accepted (rather than refusing or not answering).
+    var lostConnection = false
     var awaitedSubscription: Int32?
     var stepDeadline: UInt64?
     var probeToken: [UInt8]?
@@ -133,21 +137,42 @@ final class FleetSession {
 
     var budget: Int { Self.budget(brokerQueue) }
 
+    /// Reads the fleet once. A broker that ends the connection in the middle of the read (ejabberd ends that of a
+    /// reader that falls behind, instead of dropping messages for it) has it read again from the start, at most
+    /// ``readAttempts`` times in all, 0.2 s then twice as long apart; a warning says so.
     func readOnce() -> Result<FleetReadResult, MQTTError> {
         defer { client?.disconnect() }
-        do {
-            try synchronize()
-            return .success(FleetReadResult(state: state, warnings: warnings, complete: !incomplete))
-        } catch {
-            return .failure(error)
+        var notes: [String] = []
+        var delay = 0.2
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                try synchronize()
+                // A lease that ran out while the rest was read: that host is stale, not online.
+                for level in state.leasesRunOut(now: monotonicNanoseconds()) { _ = state.markStale(level: level) }
+                return .success(FleetReadResult(state: state, warnings: notes + warnings, complete: !incomplete))
+            } catch {
+                // The hosts handed over so far are handed over again by the next read, after these.
+                _ = decoding?.decoder.finish()
+                decoding = nil
+                guard lostConnection, attempt < Self.readAttempts else { return .failure(error) }
+                notes.append("accmon: \(error.message); reading again in \(delay) s")
+                usleep(useconds_t(delay * 1e6))
+                delay *= 2
+            }
         }
     }
+
+    /// How many times a one-time read is tried when the broker ends its connection in the middle of it.
+    static let readAttempts = 4
 
     /// A fresh connection: connected, the end-marker topic subscribed and the end marker echoed once (a QoS 1
     /// publication, whose PUBACK tells a refusal by the ACL).
     func connect() throws(MQTTError) {
         client = nil
         connected = false
+        lostConnection = false
         failure = nil
         window = nil
         ahead = nil
@@ -259,6 +284,7 @@ final class FleetSession {
         case .connected(nil): connected = true
         case .connected(let error?): failure = failure ?? error
         case .disconnected(let error):
+            lostConnection = connected
             failure = failure ?? error ?? MQTTError(.unreachable, "mqtt: \(settings.address): disconnected")
         case .subscribed(let messageID, let refused):
             countPacket()
@@ -270,8 +296,8 @@ final class FleetSession {
                     failure
                     ?? MQTTError(
                         .notAuthorized,
-                        "mqtt: \(settings.address): the broker refused a subscription under '\(topics.prefix)/': may "
-                            + "this user read the fleet's topics? (docs/MQTT.md, ACL)")
+                        "mqtt: \(settings.address): the broker refused a subscription under '\(topics.prefix)/' "
+                            + "(\(refused[0])): may this user read the fleet's topics? (docs/MQTT.md, ACL)")
             }
         case .unsubscribed:
             countPacket()
@@ -285,12 +311,12 @@ final class FleetSession {
                         + "publish there (docs/MQTT.md, ACL)")
         case .published:
             break
-        case .message(let topic, let payload, _, _):
+        case .message(let topic, let payload, _, let properties):
             countPacket()
             if topic == markerTopic {
                 marker(payload)
             } else if let parsed = topics.parse(topic) {
-                message(parsed, payload: payload)
+                message(parsed, payload: payload, expiry: properties.expirySeconds)
             }
         }
     }

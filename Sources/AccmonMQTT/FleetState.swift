@@ -14,9 +14,17 @@ public struct FleetHost: Sendable, Hashable {
     /// The claims on its connections, by the connection id of their claim topics (also of connections not shown:
     /// a claim topic may come before its accessory's, or outlive it for a moment).
     public var claims: [UInt64: FleetClaim] = [:]
+    /// When its online status's lease runs out unless renewed, on the reader's monotonic clock (nanoseconds): when
+    /// the status arrived plus what was left of its message expiry (or its whole lease, when the broker gave none);
+    /// `nil` for a status that is no lease, or a read that does not follow leases.
+    public var leaseEnds: UInt64?
+    /// Whether its lease ran out unrenewed: its bridge, or the broker between it and this reader, is gone without a
+    /// will. The last status stays known, but the host is not shown online.
+    public var stale = false
 
-    /// `online`, `offline`, or `unknown` for a host with no status message.
-    public var stateName: String { status?.state.rawValue ?? "unknown" }
+    /// `online`, `offline`, `stale` (an online status whose lease ran out), or `unknown` for a host with no status
+    /// message (none published, or the broker expired it).
+    public var stateName: String { stale ? "stale" : status?.state.rawValue ?? "unknown" }
 
     /// The accessories in connection order.
     public var sortedAccessories: [Accessory] { accessories.keys.sorted().map { accessories[$0]! } }
@@ -40,8 +48,9 @@ public enum FleetChange: Sendable, Hashable {
     /// An accessory shown, with its claim when it is claimed.
     case connected(host: String, Accessory, claim: FleetClaim? = nil)
     case disconnected(host: String, Accessory, claim: FleetClaim? = nil)
-    /// A host's status changed (`nil`: its status message was deleted); without its counts.
-    case status(host: String, HostStatus?)
+    /// A host's status changed (`nil`: its status message was deleted); without its counts. `stale`: its lease ran
+    /// out (the status is the last one known).
+    case status(host: String, HostStatus?, stale: Bool = false)
 }
 
 /// The fleet's state, folded from retained messages on its topics. Pure: no I/O.
@@ -66,16 +75,28 @@ public struct FleetState: Sendable, Hashable {
     /// Applies one message on a topic already parsed; returns what changed (nothing unless `reporting`: a read that
     /// tells no watcher skips making the changes). A status that differs only in its counts is kept without a change:
     /// watchers are not told about counts.
-    public mutating func apply(_ topic: FleetTopics.Topic, payload: [UInt8], reporting: Bool = true) -> [FleetChange] {
+    ///
+    /// - Parameters:
+    ///   - expiry: A status message's MQTT 5 message expiry as the broker delivered it: what is left of its lease.
+    ///   - now: When the message arrived, on the monotonic clock; `nil` for a read that does not follow leases.
+    public mutating func apply(
+        _ topic: FleetTopics.Topic, payload: [UInt8], reporting: Bool = true, expiry: UInt32? = nil,
+        at now: UInt64? = nil
+    ) -> [FleetChange] {
         switch topic {
         case .status(let level):
             let status = payload.isEmpty ? nil : HostStatus.decode(payload)
             if !payload.isEmpty && status == nil { unreadable += 1 }
             if hosts[level] == nil { hosts[level] = FleetHost(level: level) }
             let previous = hosts[level]!.status
-            guard previous != status else { return [] }
+            let wasStale = hosts[level]!.stale
+            hosts[level]!.leaseEnds = now.flatMap { now in
+                status?.leaseSeconds.map { now + UInt64(expiry.map(Int.init) ?? $0) * 1_000_000_000 }
+            }
+            hosts[level]!.stale = false
+            guard previous != status || wasStale else { return [] }
             hosts[level]!.status = status
-            guard reporting, previous?.withoutCounts != status?.withoutCounts else { return [] }
+            guard reporting, previous?.withoutCounts != status?.withoutCounts || wasStale else { return [] }
             return [.status(host: hosts[level]!.name, status?.withoutCounts)]
         case .accessory(let level, _, let connection):
             let accessory = payload.isEmpty ? nil : Self.accessory(payload)
@@ -164,6 +185,33 @@ public struct FleetState: Sendable, Hashable {
         hosts[level] = host
     }
 
+    /// The hosts whose lease ran out by `now` and that are not shown stale yet.
+    public func leasesRunOut(now: UInt64) -> [String] {
+        hosts.values.filter { !$0.stale && ($0.leaseEnds ?? .max) <= now }.map(\.level).sorted()
+    }
+
+    /// When the next lease of a host not shown stale runs out.
+    public var nextLeaseEnd: UInt64? { hosts.values.filter { !$0.stale }.compactMap(\.leaseEnds).min() }
+
+    /// Shows the host at `level` as stale: its lease ran out unrenewed. Returns what a watcher must be told.
+    public mutating func markStale(level: String) -> [FleetChange] {
+        guard let host = hosts[level], !host.stale else { return [] }
+        hosts[level]!.stale = true
+        return [.status(host: host.name, host.status?.withoutCounts, stale: true)]
+    }
+
+    /// Takes the status of `fresh` (a read of the host's status alone) for the host at `level`, with its lease;
+    /// returns what a watcher must be told.
+    public mutating func takeStatus(level: String, from fresh: FleetHost) -> [FleetChange] {
+        guard var host = hosts[level] else { return [] }
+        let told = host.status?.withoutCounts != fresh.status?.withoutCounts || host.stale
+        host.status = fresh.status
+        host.leaseEnds = fresh.leaseEnds
+        host.stale = false
+        hosts[level] = host
+        return told ? [.status(host: host.name, fresh.status?.withoutCounts)] : []
+    }
+
     /// Sets the accessories of the host at `level` (a host with none yet known is added when there are some), decoded
     /// apart from the rest of the read (``AccessoryDecoder``), with how many payloads were not accessory objects.
     mutating func setAccessories(level: String, to accessories: [UInt64: Accessory], unreadable: Int) {
@@ -191,8 +239,9 @@ public struct FleetState: Sendable, Hashable {
                     gone.append(.disconnected(host: name, before, claim: claim))
                 }
             }
-            if old?.status?.withoutCounts != new?.status?.withoutCounts {
-                came.append(.status(host: name, new?.status?.withoutCounts))
+            let staleChanged = (old?.stale ?? false) != (new?.stale ?? false)
+            if old?.status?.withoutCounts != new?.status?.withoutCounts || staleChanged {
+                came.append(.status(host: name, new?.status?.withoutCounts, stale: new?.stale ?? false))
             }
             for connection in (new?.accessories.keys.sorted() ?? []) {
                 let after = new!.accessories[connection]!

@@ -12,6 +12,10 @@ import FoundationEssentials
 /// accessories come and go, so that a reader can size its reads and tell a message the broker dropped. The will
 /// carries no count (it is fixed when the bridge connects), nor does the status of a bridge older than the count:
 /// readers then read that host the slower safe way. Readers ignore fields and families they do not know.
+///
+/// `lease` (seconds) says that an online status is a lease: published with that MQTT 5 message expiry and renewed
+/// before it runs out, so that the broker deletes it when the bridge, or the broker between it and the reader, is gone
+/// without a will. A reader shows a host whose lease ran out as `stale`, never as online (docs/MQTT.md §3).
 public struct HostStatus: Codable, Sendable, Hashable {
     public enum State: String, Codable, Sendable, Hashable {
         case online, offline
@@ -33,10 +37,13 @@ public struct HostStatus: Codable, Sendable, Hashable {
     /// The number of the host's retained topics of each family (``FleetTopics/RetainedFamily``), by its name; `nil`
     /// when the publisher does not count them.
     public var retained: [String: Int]?
+    /// For `online`: the seconds the status lives unless renewed (its MQTT 5 message expiry); `nil` for a status
+    /// that is not a lease (offline, or a bridge older than the lease).
+    public var lease: Int?
 
     public init(
         state: State, host: String, machineID: String, runID: String, since: Double, bridge: String,
-        reason: String? = nil, retained: [String: Int]? = nil
+        reason: String? = nil, retained: [String: Int]? = nil, lease: Int? = nil
     ) {
         self.state = state
         self.host = host
@@ -46,14 +53,22 @@ public struct HostStatus: Codable, Sendable, Hashable {
         self.bridge = bridge
         self.reason = reason
         self.retained = retained
+        self.lease = lease
     }
 
-    /// The same run's status in another state (with the same counts).
+    /// The same run's status in another state (with the same counts); an offline status is no lease.
     public func with(_ state: State, reason: String? = nil) -> HostStatus {
         var copy = self
         copy.state = state
         copy.reason = reason
+        if state == .offline { copy.lease = nil }
         return copy
+    }
+
+    /// The lease of an online status, when it is one (a positive number of seconds).
+    public var leaseSeconds: Int? {
+        guard state == .online, let lease, lease > 0 else { return nil }
+        return lease
     }
 
     /// The number of the host's retained topics of `family`, when the status says it.

@@ -16,9 +16,13 @@ struct HostStatusReader {
     private init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
     private mutating func status() -> HostStatus? {
-        guard skip(#"{"bridge":"#), let bridge = string(), skip(#","host":"#), let host = string(),
-            skip(#","machineID":"#), let machineID = string()
-        else { return nil }
+        guard skip(#"{"bridge":"#), let bridge = string(), skip(#","host":"#), let host = string() else { return nil }
+        var lease: Int?
+        if skip(#","lease":"#) {
+            guard let seconds = integer() else { return nil }
+            lease = seconds
+        }
+        guard skip(#","machineID":"#), let machineID = string() else { return nil }
         var reason: String?
         if skip(#","reason":"#) {
             guard let text = string() else { return nil }
@@ -43,7 +47,7 @@ struct HostStatusReader {
         else { return nil }
         return HostStatus(
             state: state, host: host, machineID: machineID, runID: runID, since: since, bridge: bridge, reason: reason,
-            retained: retained)
+            retained: retained, lease: lease)
     }
 
     private mutating func skip(_ literal: StaticString) -> Bool {

@@ -27,11 +27,33 @@ public final class MQTTClient {
         /// A QoS 1 publication was acknowledged (PUBACK); `error` when the broker refused it (its reason code).
         case published(messageID: Int32, error: MQTTError?)
         /// A SUBSCRIBE was answered; `refused` lists the filters the broker did not grant.
-        case subscribed(messageID: Int32, refused: [Int])
+        case subscribed(messageID: Int32, refused: [SubscriptionRefusal])
         /// An UNSUBSCRIBE was answered.
         case unsubscribed(messageID: Int32)
         /// A message arrived on a subscription, with its MQTT 5 properties.
         case message(topic: String, payload: [UInt8], retained: Bool, properties: MQTTMessageProperties)
+    }
+
+    /// A filter of a SUBSCRIBE that the broker did not grant, and its reason code.
+    public struct SubscriptionRefusal: Sendable, Hashable, CustomStringConvertible {
+        /// The filter's place in the SUBSCRIBE.
+        public var index: Int
+        /// The SUBACK's reason code for it (128 or more): mosquitto refuses a filter its ACL denies with 135, ejabberd
+        /// with 143.
+        public var reasonCode: Int32
+
+        public init(index: Int, reasonCode: Int32) {
+            self.index = index
+            self.reasonCode = reasonCode
+        }
+
+        /// The refusal as an error with the code's meaning (``MQTTError/reason(_:_:in:brokerSays:)``).
+        public func error(_ context: String) -> MQTTError {
+            MQTTError.reason(reasonCode, context, in: .subscription)
+        }
+
+        /// The code and its text, such as `Topic Filter invalid (reason code 143)`.
+        public var description: String { "\(MQTTError.reasonText(reasonCode)) (reason code \(reasonCode))" }
     }
 
     /// The message of a dead client: published by the broker when the connection is lost without DISCONNECT.
@@ -75,6 +97,8 @@ public final class MQTTClient {
     private var messagesTaken = 0
     private let handle: OpaquePointer
     private let endpoint: String
+    /// The will's topic, which a broker's ACL may refuse at CONNECT (ejabberd: reason code 144).
+    private let willTopic: String?
     private var events: [Event] = []
     /// The last error libmosquitto logged (OpenSSL's reason for a failed handshake, for one), for messages.
     private var lastLoggedError: String?
@@ -90,6 +114,7 @@ public final class MQTTClient {
     public init(clientID: String, settings: BrokerSettings, will: Will? = nil) throws(MQTTError) {
         precondition(Self.libraryReady)
         endpoint = settings.address.description
+        willTopic = will?.topic
         guard let handle = mosquitto_new(clientID, true, nil) else {
             throw MQTTError(.configuration, "mqtt: cannot create a client: \(Errno.current)")
         }
@@ -269,28 +294,38 @@ public final class MQTTClient {
     }
 
     private func installCallbacks() {
-        mosquitto_connect_v5_callback_set(handle) { handle, _, reasonCode, _, _ in
+        mosquitto_connect_v5_callback_set(handle) { handle, _, reasonCode, _, properties in
             let client = MQTTClient.client(mosquitto_userdata(handle))
             client.accepted = reasonCode == 0
             // libmosquitto formats every log line (one per packet) before calling back, whatever its level; the
             // callback is for the reason of a failed connection (OpenSSL's, for one), so it goes once connected.
             if reasonCode == 0 { mosquitto_log_callback_set(handle, nil) }
-            client.events.append(.connected(error: reasonCode == 0 ? nil : client.refusal(reasonCode)))
+            let error = reasonCode == 0 ? nil : client.refusal(reasonCode, brokerSays: reasonString(properties))
+            client.events.append(.connected(error: error))
         }
-        mosquitto_disconnect_v5_callback_set(handle) { _, userdata, status, _ in
+        mosquitto_disconnect_v5_callback_set(handle) { _, userdata, status, properties in
             let client = MQTTClient.client(userdata)
             guard !client.ended else { return }
             client.ended = true
-            client.events.append(.disconnected(error: client.disconnection(status)))
+            let error = client.disconnection(status, brokerSays: reasonString(properties))
+            client.events.append(.disconnected(error: error))
         }
-        mosquitto_publish_v5_callback_set(handle) { _, userdata, messageID, reasonCode, _ in
+        mosquitto_publish_v5_callback_set(handle) { _, userdata, messageID, reasonCode, properties in
             let client = MQTTClient.client(userdata)
             // Reason codes below 128 are successes (0, or 16: accepted, but no subscriber matched).
-            let error = reasonCode < 128 ? nil : MQTTError.reason(reasonCode, "mqtt: the broker refused a publication")
+            let error =
+                reasonCode < 128
+                ? nil
+                : MQTTError.reason(
+                    reasonCode, "mqtt: the broker refused a publication", in: .publication,
+                    brokerSays: reasonString(properties))
             client.events.append(.published(messageID: messageID, error: error))
         }
         mosquitto_subscribe_v5_callback_set(handle) { _, userdata, messageID, count, granted, _ in
-            let refused = (0..<Int(count)).filter { (granted?[$0] ?? 128) >= 128 }
+            let refused = (0..<Int(count)).compactMap { index -> SubscriptionRefusal? in
+                let code = granted?[index] ?? 128
+                return code >= 128 ? SubscriptionRefusal(index: index, reasonCode: code) : nil
+            }
             MQTTClient.client(userdata).events.append(.subscribed(messageID: messageID, refused: refused))
         }
         mosquitto_unsubscribe_v5_callback_set(handle) { _, userdata, messageID, _ in
@@ -323,9 +358,18 @@ public final class MQTTClient {
 
     /// The error for a refused CONNECT: a refused login (bad user name or password, not authorized: mosquitto answers
     /// a wrong password with the latter) says what to check.
-    private func refusal(_ reasonCode: Int32) -> MQTTError {
-        let error = MQTTError.reason(reasonCode, "mqtt: \(endpoint): connect")
-        guard error.code == .credentials || error.code == .notAuthorized else { return error }
+    private func refusal(_ reasonCode: Int32, brokerSays: String?) -> MQTTError {
+        let error = MQTTError.reason(reasonCode, "mqtt: \(endpoint): connect", in: .connect, brokerSays: brokerSays)
+        if reasonCode == Int32(MQTT_RC_TOPIC_NAME_INVALID.rawValue), let willTopic {
+            return MQTTError(
+                .notAuthorized,
+                "\(error.message): the broker refused the will on '\(willTopic)'; may this user write there? "
+                    + "(docs/MQTT.md, ACL)")
+        }
+        guard
+            reasonCode == Int32(MQTT_RC_BAD_USERNAME_OR_PASSWORD.rawValue)
+                || reasonCode == Int32(MQTT_RC_NOT_AUTHORIZED.rawValue)
+        else { return error }
         return MQTTError(
             .credentials,
             "\(error.message): the broker refused the login; check the user name, the password file and the client "
@@ -334,13 +378,25 @@ public final class MQTTClient {
 
     /// The error for a disconnection status: a libmosquitto error (below 128) or the reason code of the broker's
     /// DISCONNECT; `nil` for a disconnection this client asked for.
-    private func disconnection(_ status: Int32) -> MQTTError? {
+    private func disconnection(_ status: Int32, brokerSays: String? = nil) -> MQTTError? {
         if status == 0 { return nil }
         let context = accepted ? "mqtt: \(endpoint): connection lost" : "mqtt: \(endpoint): connect"
-        if status >= 128 { return MQTTError.reason(status, context) }
+        if status >= 128 { return MQTTError.reason(status, context, in: .disconnection, brokerSays: brokerSays) }
         if status == MOSQ_ERR_ERRNO.rawValue {
             return MQTTError(.unreachable, "\(context): \(Errno.current)")
         }
         return MQTTError.library(status, context, detail: takeLoggedError())
     }
+}
+
+/// The reason string (`MQTT_PROP_REASON_STRING`) of an MQTT 5 acknowledgement or DISCONNECT, when the broker gave one:
+/// ejabberd says why it refused a publication ("Publishing to this topic is forbidden by service policy").
+private func reasonString(_ properties: OpaquePointer?) -> String? {
+    guard let properties else { return nil }
+    var text: UnsafeMutablePointer<CChar>?
+    guard mosquitto_property_read_string(properties, Int32(MQTT_PROP_REASON_STRING.rawValue), &text, false) != nil,
+        let text
+    else { return nil }
+    defer { free(text) }
+    return String(cString: text)
 }

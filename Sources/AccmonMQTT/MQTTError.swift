@@ -57,18 +57,47 @@ public struct MQTTError: Error, Sendable, Hashable, CustomStringConvertible {
         return MQTTError(code, "\(context): \(reason)\(detailText)")
     }
 
-    /// The error for an MQTT 5 reason code of 128 or more (a refused CONNECT, PUBLISH or SUBSCRIBE).
-    static func reason(_ reasonCode: Int32, _ context: String) -> MQTTError {
+    /// The packet an MQTT 5 reason code answers: the same number means different things in different answers, and
+    /// brokers answer the same refusal with different numbers.
+    public enum Answer: Sendable, Hashable {
+        /// CONNACK: the login.
+        case connect
+        /// PUBACK: one publication.
+        case publication
+        /// SUBACK: one filter of a SUBSCRIBE.
+        case subscription
+        /// The broker's DISCONNECT: why it ended the connection.
+        case disconnection
+    }
+
+    /// The error for an MQTT 5 reason code of 128 or more in `answer`, read by its meaning: a refusal is a refusal
+    /// whichever number the broker gives it. mosquitto refuses a publication or a filter its ACL denies with 135 (Not
+    /// authorized); ejabberd with 144 (Topic Name invalid) and 143 (Topic Filter invalid). accmon never sends a topic
+    /// or filter that is not valid (libmosquitto refuses one before it is sent), so a broker that calls one invalid
+    /// refuses it by its policy. The message names the code, and the reason string the broker gave with it, if any.
+    static func reason(
+        _ reasonCode: Int32, _ context: String, in answer: Answer = .connect, brokerSays: String? = nil
+    ) -> MQTTError {
         let code: Code
-        switch mqtt5_return_codes(rawValue: UInt32(reasonCode)) {
-        case MQTT_RC_BAD_USERNAME_OR_PASSWORD: code = .credentials
-        case MQTT_RC_NOT_AUTHORIZED: code = .notAuthorized
-        case MQTT_RC_PACKET_TOO_LARGE, MQTT_RC_TOPIC_NAME_INVALID, MQTT_RC_PAYLOAD_FORMAT_INVALID,
-            MQTT_RC_QOS_NOT_SUPPORTED, MQTT_RC_RETAIN_NOT_SUPPORTED:
+        switch (answer, mqtt5_return_codes(rawValue: UInt32(reasonCode))) {
+        case (_, MQTT_RC_BAD_USERNAME_OR_PASSWORD): code = .credentials
+        case (_, MQTT_RC_NOT_AUTHORIZED): code = .notAuthorized
+        case (.publication, MQTT_RC_TOPIC_NAME_INVALID), (.subscription, MQTT_RC_TOPIC_FILTER_INVALID):
+            code = .notAuthorized
+        case (_, MQTT_RC_PACKET_TOO_LARGE), (_, MQTT_RC_PAYLOAD_FORMAT_INVALID), (_, MQTT_RC_QOS_NOT_SUPPORTED),
+            (_, MQTT_RC_RETAIN_NOT_SUPPORTED):
             code = .invalidMessage
+        case (.connect, MQTT_RC_TOPIC_NAME_INVALID):
+            // The will's topic: refused by the broker's ACL (ejabberd).
+            code = .notAuthorized
         default: code = .refused
         }
-        return MQTTError(code, "\(context): \(reasonText(reasonCode)) (reason code \(reasonCode))")
+        let said = brokerSays.map { $0.isEmpty ? "" : "; the broker says \"\($0)\"" } ?? ""
+        var hint = ""
+        if answer == .disconnection, reasonCode == Int32(MQTT_RC_QUOTA_EXCEEDED.rawValue) {
+            hint = ": the broker ends the connection of a client that falls behind (its queue for the client is full)"
+        }
+        return MQTTError(code, "\(context): \(reasonText(reasonCode)) (reason code \(reasonCode)\(said))\(hint)")
     }
 
     /// libmosquitto's text for an MQTT 5 reason code, such as "Not authorized".

@@ -57,7 +57,7 @@ public final class RemoteClaimClient {
                         throw MQTTError(
                             .notAuthorized,
                             "mqtt: the broker does not let '\(user)' read '\(topics.claimReplies(user: user))' "
-                                + "(docs/MQTT.md §12: the ACL)")
+                                + "(\(refused[0])): docs/MQTT.md §12: the ACL")
                     }
                     subscribed = true
                 default: break

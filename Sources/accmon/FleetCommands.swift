@@ -103,7 +103,8 @@ struct FleetOptions {
 
     static let help = """
           --broker URL       show every host's accessories from the MQTT broker's retained topics (mqtt://HOST[:PORT]
-                             or mqtts://HOST[:PORT]), with a HOST column; offline hosts are shown as such
+                             or mqtts://HOST[:PORT]), with a HOST column; offline hosts are shown as such, and
+                             stale those whose status's lease ran out
           --host GLOB        with --broker: only hosts whose name matches (shell wildcards); only their topics
                              are read (a name without wildcards: that host's alone)
           --prefix PREFIX    with --broker: the topic prefix (default \(FleetTopics.defaultPrefix))
@@ -155,6 +156,8 @@ extension FleetOptions {
         for warning in read.warnings { writeError(warning + "\n") }
         keepUntilExit((read, rows))
         if let rows {
+            // A lease that ran out after its host was made into rows.
+            for host in read.state.hosts.values where host.stale { rows.make(host) }
             writeOut(rows.table(shown(read.state)))
         } else {
             let hosts = output(read.state, filter)
@@ -184,7 +187,7 @@ extension FleetOptions {
                         writeOut(FleetHostOutput.jsonLine(shown.output(state, filter), then: #","type":"fleet"}"#))
                     } else {
                         for host in shown.output(state, filter) {
-                            writeOut(statusLine(host.host, host.status, style: style))
+                            writeOut(statusLine(host.host, host.status, stale: host.state == "stale", style: style))
                             for accessory in host.accessories {
                                 let claim = host.claim(of: accessory).map { [claimDetail($0, style: style)] } ?? []
                                 writeOut(humanLine("present", accessory, host: host.host, details: claim, style: style))
@@ -208,9 +211,11 @@ extension FleetOptions {
             var host: String
             var accessory: FleetAccessory
         }
+        /// `state` as in the `fleet` line: the status's own, `stale` for one whose lease ran out, or `unknown`.
         struct StatusLine: Encodable {
             var type = "status"
             var host: String
+            var state: String
             var status: HostStatus?
         }
         // Human lines: an accessory whose claim alone changed is one `claimed` or `released` line.
@@ -256,9 +261,13 @@ extension FleetOptions {
                     ? jsonLine(
                         AccessoryLine(type: type, host: host, accessory: FleetAccessory(accessory, claim: claim)))
                     : humanLine(type, accessory, host: host, style: style)
-            case .status(let host, let status):
+            case .status(let host, let status, let stale):
                 guard shows(host: host) else { continue }
-                text += json ? jsonLine(StatusLine(host: host, status: status)) : statusLine(host, status, style: style)
+                let state = stale ? "stale" : status?.state.rawValue ?? "unknown"
+                text +=
+                    json
+                    ? jsonLine(StatusLine(host: host, state: state, status: status))
+                    : statusLine(host, status, stale: stale, style: style)
             }
         }
         return text
@@ -279,10 +288,10 @@ func claimDetail(_ claim: FleetClaim, style: Style, lead: String = "claimed by")
             + (claim.waiting > 0 ? " (\(claim.waiting) waiting)" : ""), "35")
 }
 
-/// A host's status as one human line: time, host, online or offline, and since when.
-func statusLine(_ host: String, _ status: HostStatus?, style: Style) -> String {
-    let state = status?.state.rawValue ?? "unknown"
-    let painted = style.paint(state.padding(10), state == "online" ? "32" : "31")
+/// A host's status as one human line: time, host, its state (online, offline, stale or unknown), and which run.
+func statusLine(_ host: String, _ status: HostStatus?, stale: Bool = false, style: Style) -> String {
+    let state = stale ? "stale" : status?.state.rawValue ?? "unknown"
+    let painted = style.paint(state.padding(10), state == "online" ? "32" : state == "stale" ? "33" : "31")
     let detail =
         status.map {
             "machine=\($0.machineID.prefix(8)) run=\($0.runID.prefix(8))\($0.reason.map { " (\($0))" } ?? "")"

@@ -12,15 +12,20 @@ extension BridgeProcessTests {
         /// persistence it comes back empty (the bridges publish everything again); with it, it comes back with what it
         /// saved up to a second before (the bridges remove what is stale). Either way the retained state ends equal to
         /// each host's truth.
-        @Test(arguments: [false, true]) func brokerKilledMidStormAndRestarted(persistence: Bool) async throws {
-            let broker = try await Mosquitto.start(Mosquitto.Options(persistence: persistence))
+        /// ejabberd keeps its retained messages in its database, on disk: it always comes back with them.
+        @Test(arguments: [
+            BrokerRun(.mosquitto, persistence: false), BrokerRun(.mosquitto, persistence: true),
+            BrokerRun(.ejabberd, persistence: true),
+        ]) func brokerKilledMidStormAndRestarted(_ run: BrokerRun) async throws {
+            let broker = try await startBroker(
+                run.kind, bridges: ["rack-a", "rack-b"], mosquitto: Mosquitto.Options(persistence: run.persistence))
             let hosts = [
-                try await BridgedHost.start(name: "rack-a", broker: broker.url),
-                try await BridgedHost.start(name: "rack-b", broker: broker.url),
+                try await BridgedHost.start(name: "rack-a", on: broker),
+                try await BridgedHost.start(name: "rack-b", on: broker),
             ]
             for host in hosts { #expect(await waitFor("mqtt: synchronized") { host.bridgeLog }) }
             let watch = try ChildProcess(
-                try Binaries.accmon, ["watch", "--broker", broker.url, "--json"], name: "watch",
+                try Binaries.accmon, ["watch", "--broker", broker.url, "--json"] + broker.cliLogin(), name: "watch",
                 directory: broker.directory)
             #expect(await waitFor(#""type":"fleet""#) { watch.stdout })
             var random = SplitMix64(seed: SplitMix64.testSeed())
@@ -113,9 +118,11 @@ extension BridgeProcessTests {
 
         /// Someone else edits the host's retained topics: a ghost connection and a changed payload. The bridge sees it
         /// (its subscription takes only others' messages) and overwrites them with the truth.
-        @Test func retainedTopicsEditedBySomeoneElseAreOverwritten() async throws {
-            let broker = try await Mosquitto.start()
-            let host = try await BridgedHost.start(name: "lab-3", broker: broker.url)
+        @Test(arguments: BrokerKind.allCases) func retainedTopicsEditedBySomeoneElseAreOverwritten(
+            kind: BrokerKind
+        ) async throws {
+            let broker = try await startBroker(kind, bridges: ["lab-3"])
+            let host = try await BridgedHost.start(name: "lab-3", on: broker)
             let connection = try await host.connect()
             defer { connection.close() }
             let id = try await connection.simulateConnect(Accessory(kind: .serial, name: "real", serialNumber: "R1"))
@@ -128,7 +135,8 @@ extension BridgeProcessTests {
             ] {
                 let edit = try await run(
                     URL(fileURLWithPath: "/usr/bin/mosquitto_pub"),
-                    ["-p", String(broker.port), "-r", "-t", target, "-m", payload], in: broker.directory)
+                    ["-p", String(broker.port)] + broker.clientLogin + ["-q", "1", "-r", "-t", target, "-m", payload],
+                    in: broker.directory)
                 #expect(edit.termination == .exited(0))
             }
             let difference = try await waitForFleet([host], broker: broker)
@@ -212,4 +220,17 @@ extension BridgeProcessTests {
             #expect(status.machineID == "bbbbbbbbbbbbbbbb", "the later one's status stays: no fight")
         }
     }
+}
+
+/// A broker of some kind, with or without persistence (ejabberd always keeps its retained messages on disk).
+struct BrokerRun: Sendable, CustomTestStringConvertible {
+    var kind: BrokerKind
+    var persistence: Bool
+
+    init(_ kind: BrokerKind, persistence: Bool) {
+        self.kind = kind
+        self.persistence = persistence
+    }
+
+    var testDescription: String { "\(kind.rawValue)\(persistence ? ", persistence" : "")" }
 }

@@ -155,3 +155,12 @@ private func parsed(_ text: String) throws -> BridgeConfiguration {
             "mqtt.json:1:48: leaseSeconds: expected a whole number from 2 to 86400"
         ])
 }
+
+@Test func theStatusLeaseIsReadAndChecked() throws {
+    #expect(try parsed(#"{"broker": "mqtt://x"}"#).statusLeaseSeconds == 20)
+    #expect(try parsed(#"{"broker": "mqtt://x", "statusLeaseSeconds": 300}"#).statusLeaseSeconds == 300)
+    #expect(
+        problems(#"{"broker": "mqtt://x", "statusLeaseSeconds": 1}"#) == [
+            "mqtt.json:1:46: statusLeaseSeconds: expected a whole number from 2 to 3600"
+        ])
+}

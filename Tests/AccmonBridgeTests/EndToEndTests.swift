@@ -8,16 +8,23 @@ import Testing
 
 extension BridgeProcessTests {
     @Suite struct EndToEnd {
-        @Test func plugsBecomeRetainedStateEventsAndTheFleetView() async throws {
-            let broker = try await Mosquitto.start()
-            let host = try await BridgedHost.start(name: "lab/1", broker: broker.url)
+        /// Against mosquitto and ejabberd (docs/MQTT.md §10): a host whose name needs percent-encoding on mosquitto
+        /// (ejabberd's users, which its ACL puts in the topics, cannot hold a `/`).
+        @Test(arguments: BrokerKind.allCases) func plugsBecomeRetainedStateEventsAndTheFleetView(
+            kind: BrokerKind
+        ) async throws {
+            let name = kind == .mosquitto ? "lab/1" : "lab-1"
+            let level = FleetTopics.encodeLevel(name)
+            let broker = try await startBroker(kind, bridges: [name])
+            let host = try await BridgedHost.start(name: name, on: broker)
             #expect(await waitFor("mqtt: synchronized") { host.bridgeLog }, "\(host.logTail())")
+            let login = try broker.cliLogin()
             let events = try ChildProcess(
                 URL(fileURLWithPath: "/usr/bin/mosquitto_sub"),
-                ["-p", String(broker.port), "-t", "accmon/lab%2F1/events", "-q", "1"], name: "events",
-                directory: host.directory)
+                ["-p", String(broker.port)] + broker.clientLogin + ["-t", "accmon/\(level)/events", "-q", "1"],
+                name: "events", directory: host.directory)
             let watch = try ChildProcess(
-                try Binaries.accmon, ["watch", "--broker", broker.url, "--json"], name: "watch",
+                try Binaries.accmon, ["watch", "--broker", broker.url, "--json"] + login, name: "watch",
                 directory: host.directory)
             #expect(await waitFor(#""type":"fleet""#) { watch.stdout })
             try await Task.sleep(for: .milliseconds(200))  // mosquitto_sub subscribed
@@ -36,20 +43,20 @@ extension BridgeProcessTests {
             // accessory object.
             let truth = try await host.truth()
             let retained = try await retainedWithMosquittoSub(broker)
-            let status = try #require(retained["accmon/lab%2F1/status"])
+            let status = try #require(retained["accmon/\(level)/status"])
             #expect(HostStatus.decode(Array(status.utf8))?.state == .online)
-            #expect(HostStatus.decode(Array(status.utf8))?.host == "lab/1")
-            let accessoryTopics = retained.keys.filter { $0.hasPrefix("accmon/lab%2F1/accessories/") }
+            #expect(HostStatus.decode(Array(status.utf8))?.host == name)
+            let accessoryTopics = retained.keys.filter { $0.hasPrefix("accmon/\(level)/accessories/") }
             #expect(
                 Set(accessoryTopics)
                     == Set(
                         truth.values.map {
                             FleetTopics(prefix: "accmon").accessory(
-                                host: "lab/1", accessoryID: $0.accessoryID, connectionID: $0.connectionID.rawValue)
+                                host: name, accessoryID: $0.accessoryID, connectionID: $0.connectionID.rawValue)
                         }))
             for accessory in truth.values {
                 let topic = FleetTopics(prefix: "accmon").accessory(
-                    host: "lab/1", accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue)
+                    host: name, accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue)
                 let payload = try #require(retained[topic])
                 #expect(try JSONDecoder().decode(Accessory.self, from: Data(payload.utf8)) == accessory)
             }
@@ -64,39 +71,43 @@ extension BridgeProcessTests {
             #expect(sequences == Array(1...8), "\(lines)")
 
             // accmon watch --broker: the fleet line, then connect and disconnect lines that end at the truth.
-            #expect(await eventuallyHolds { watchView(watch.stdout)["lab/1"] == Set(truth.keys) }, "\(watch.stdout)")
+            #expect(await eventuallyHolds { watchView(watch.stdout)[name] == Set(truth.keys) }, "\(watch.stdout)")
 
             // accmon list --broker, as a table and as JSON.
-            let table = try await run(try Binaries.accmon, ["list", "--broker", broker.url], in: host.directory)
+            let table = try await run(try Binaries.accmon, ["list", "--broker", broker.url] + login, in: host.directory)
             #expect(table.termination == .exited(0), "\(table)")
             let rows = table.stdout.split(separator: "\n")
             #expect(rows.first?.hasPrefix("HOST   STATE   CONN") == true, "\(table.stdout)")
             #expect(
-                rows.dropFirst().count == truth.count && rows.dropFirst().allSatisfy { $0.hasPrefix("lab/1  online") })
+                rows.dropFirst().count == truth.count
+                    && rows.dropFirst().allSatisfy { $0.hasPrefix("\(name)  online") })
             let listed = try await run(
-                try Binaries.accmon, ["list", "--broker", broker.url, "--json", "--host", "lab*"], in: host.directory)
+                try Binaries.accmon, ["list", "--broker", broker.url, "--json", "--host", "lab*"] + login,
+                in: host.directory)
             let object = try #require(
                 try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any])
             let hosts = try #require(object["hosts"] as? [[String: Any]])
             #expect(
-                hosts.count == 1 && hosts[0]["host"] as? String == "lab/1" && hosts[0]["state"] as? String == "online")
+                hosts.count == 1 && hosts[0]["host"] as? String == name && hosts[0]["state"] as? String == "online")
             #expect((hosts[0]["accessories"] as? [Any])?.count == truth.count)
             let none = try await run(
-                try Binaries.accmon, ["list", "--broker", broker.url, "--host", "other*"], in: host.directory)
+                try Binaries.accmon, ["list", "--broker", broker.url, "--host", "other*"] + login, in: host.directory)
             #expect(none.stdout.split(separator: "\n").count == 1, "\(none.stdout)")
 
             // A clean stop: offline with its reason; the accessories stay as last published.
             #expect(await host.stopBridge() == .exited(0), "\(host.logTail())")
             let after = try await fleetState(broker)
-            #expect(after.hosts["lab%2F1"]?.status?.state == .offline)
-            #expect(after.hosts["lab%2F1"]?.status?.reason == "stopped")
-            #expect(after.hosts["lab%2F1"]?.accessories.count == truth.count)
+            #expect(after.hosts[level]?.status?.state == .offline)
+            #expect(after.hosts[level]?.status?.reason == "stopped")
+            #expect(after.hosts[level]?.accessories.count == truth.count)
             #expect(await eventuallyHolds { watch.stdout.contains(#""reason":"stopped""#) }, "\(watch.stdout)")
         }
 
-        @Test func aKilledBridgeIsShownOfflineByItsWillAndARestartLeavesNoGhost() async throws {
-            let broker = try await Mosquitto.start()
-            let host = try await BridgedHost.start(name: "lab-2", broker: broker.url)
+        @Test(arguments: BrokerKind.allCases) func aKilledBridgeIsShownOfflineByItsWillAndARestartLeavesNoGhost(
+            kind: BrokerKind
+        ) async throws {
+            let broker = try await startBroker(kind, bridges: ["lab-2"])
+            let host = try await BridgedHost.start(name: "lab-2", on: broker)
             let connection = try await host.connect()
             defer { connection.close() }
             var random = SplitMix64(seed: SplitMix64.testSeed())

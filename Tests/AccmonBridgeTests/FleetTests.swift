@@ -12,20 +12,20 @@ extension BridgeProcessTests {
         /// fleet view equals the union of the hosts' truths, every host is online; then some bridges stop and show
         /// offline. `make test` runs 10 hosts of up to 20 accessories; `make soak` 50 of 100
         /// (`ACCMON_FLEET_HOSTS`, `ACCMON_FLEET_ACCESSORIES`, `ACCMON_FLEET_STOPPED`).
-        @Test func aFleetThroughOneBrokerShowsEveryHostsTruth() async throws {
+        @Test(arguments: BrokerKind.allCases) func aFleetThroughOneBrokerShowsEveryHostsTruth(
+            kind: BrokerKind
+        ) async throws {
             let environment = ProcessInfo.processInfo.environment
             let hostCount = environment["ACCMON_FLEET_HOSTS"].flatMap { Int($0) } ?? 10
             let accessories = environment["ACCMON_FLEET_ACCESSORIES"].flatMap { Int($0) } ?? 20
             let stoppedCount = environment["ACCMON_FLEET_STOPPED"].flatMap { Int($0) } ?? 3
             let clock = ContinuousClock()
             let started = clock.now
-            let broker = try await Mosquitto.start()
+            let names = (0..<hostCount).map { String(format: "host-%02d", $0) }
+            let broker = try await startBroker(kind, bridges: names)
             var hosts: [BridgedHost] = []
-            for index in 0..<hostCount {
-                hosts.append(
-                    try await BridgedHost.start(
-                        name: String(format: "host-%02d", index), broker: broker.url,
-                        settings: ["keepAlive": "10"]))
+            for name in names {
+                hosts.append(try await BridgedHost.start(name: name, on: broker, settings: ["keepAlive": "10"]))
             }
             let seed = SplitMix64.testSeed()
             var random = SplitMix64(seed: seed)
@@ -47,7 +47,8 @@ extension BridgeProcessTests {
 
             // The CLI's fleet view says the same: every host online, the union of the truths.
             let listed = try await run(
-                try Binaries.accmon, ["list", "--broker", broker.url, "--json"], in: hosts[0].directory,
+                try Binaries.accmon, ["list", "--broker", broker.url, "--json"] + broker.cliLogin(),
+                in: hosts[0].directory,
                 timeout: .seconds(60))
             let object = try #require(
                 try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any])

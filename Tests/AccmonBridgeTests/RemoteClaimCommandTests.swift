@@ -16,8 +16,10 @@ extension BridgeProcessTests {
             try await run(try Binaries.accmon, arguments, in: fleet.directory, timeout: timeout)
         }
 
-        @Test func aClaimByFilterFindsTheHostRunsTheCommandThereAndReleases() async throws {
-            let fleet = try await ClaimFleet(hosts: ["lab-1", "lab-2"])
+        @Test(arguments: BrokerKind.allCases) func aClaimByFilterFindsTheHostRunsTheCommandThereAndReleases(
+            kind: BrokerKind
+        ) async throws {
+            let fleet = try await ClaimFleet(hosts: ["lab-1", "lab-2"], on: kind)
             _ = try await RemoteClaims.plug("OTHER", on: fleet.hosts[0])
             let board = try await RemoteClaims.plug("S1", on: fleet.hosts[1])
             #expect(await fleet.waitUntilTakingRequests())

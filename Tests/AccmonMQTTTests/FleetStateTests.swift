@@ -104,7 +104,7 @@ private struct WatcherView: Equatable {
             case .disconnected(let host, let accessory, let claim):
                 #expect(accessories[host]?.remove(FleetAccessory(accessory, claim: claim)) != nil, "shown before")
                 if accessories[host]?.isEmpty == true { accessories[host] = nil }
-            case .status(let host, let status): statuses[host] = status
+            case .status(let host, let status, _): statuses[host] = status
             }
         }
     }
@@ -275,4 +275,44 @@ private struct WatcherView: Equatable {
             written == expected,
             "\(String(decoding: written, as: UTF8.self))\n\(String(decoding: expected, as: UTF8.self))")
     }
+}
+
+/// A leased online status runs out when no renewal comes: what was left of its message expiry when it arrived (the
+/// whole lease when the broker gave no expiry); the host is then shown stale, never online, until a status comes.
+@Test func aHostWhoseLeaseRunsOutIsStaleUntilAStatusComes() {
+    let topics = FleetTopics(prefix: "accmon")
+    var state = FleetState(topics: topics)
+    var online = HostStatus(
+        state: .online, host: "lab-1", machineID: "m", runID: "r", since: 1, bridge: "0.1.0", lease: 20)
+    let second: UInt64 = 1_000_000_000
+    let topic = topics.parse(topics.status(host: "lab-1"))!
+    var changes = state.apply(topic, payload: online.payload, expiry: 7, at: 100 * second)
+    #expect(changes == [.status(host: "lab-1", online)])
+    #expect(state.hosts["lab-1"]?.leaseEnds == 107 * second, "what was left of the expiry")
+    #expect(state.leasesRunOut(now: 106 * second).isEmpty)
+    #expect(state.nextLeaseEnd == 107 * second)
+    #expect(state.leasesRunOut(now: 107 * second) == ["lab-1"])
+    changes = state.markStale(level: "lab-1")
+    #expect(changes == [.status(host: "lab-1", online, stale: true)])
+    #expect(state.hosts["lab-1"]?.stateName == "stale")
+    #expect(state.markStale(level: "lab-1").isEmpty, "told once")
+    #expect(state.leasesRunOut(now: 200 * second).isEmpty && state.nextLeaseEnd == nil)
+    // A renewal (the same status) brings it back online: a watcher is told.
+    changes = state.apply(topic, payload: online.payload, at: 300 * second)
+    #expect(changes == [.status(host: "lab-1", online)])
+    #expect(state.hosts["lab-1"]?.stateName == "online")
+    #expect(state.hosts["lab-1"]?.leaseEnds == 320 * second, "no expiry given: the whole lease")
+    // A renewal while online changes nothing a watcher sees; its count neither.
+    online.retained = ["accessories": 0]
+    changes = state.apply(topic, payload: online.payload, expiry: 20, at: 310 * second)
+    #expect(changes.isEmpty && state.hosts["lab-1"]?.leaseEnds == 330 * second)
+    // An offline status is no lease; nor is a status read by a reader that does not follow leases.
+    _ = state.apply(topic, payload: online.with(.offline).payload, at: 320 * second)
+    #expect(state.hosts["lab-1"]?.leaseEnds == nil)
+    _ = state.apply(topic, payload: online.payload)
+    #expect(state.hosts["lab-1"]?.leaseEnds == nil)
+    // A watcher that saw the host online and sees it stale is told so by the difference of the states.
+    var stale = state
+    _ = stale.markStale(level: "lab-1")
+    #expect(state.changes(to: stale) == [.status(host: "lab-1", online.withoutCounts, stale: true)])
 }

@@ -54,6 +54,7 @@ private let base = HostStatus(state: .online, host: "lab-1", machineID: "m", run
             state: Bool.random(using: &random) ? .online : .offline, host: text(), machineID: text(), runID: text(),
             since: Double(random.next(below: 1 << 40)) / Double(1 + random.next(below: 1000)), bridge: text(),
             reason: Bool.random(using: &random) ? text() : nil)
+        if Bool.random(using: &random) { status.lease = Int(random.next(below: 100_000)) }
         if Bool.random(using: &random) {
             status.retained = Dictionary(
                 (0..<random.next(below: 3)).map { _ in (text(), Int(random.next(below: 1 << 40))) }
@@ -64,4 +65,19 @@ private let base = HostStatus(state: .online, host: "lab-1", machineID: "m", run
         #expect(HostStatus.decode(payload) == decoded, "\(String(decoding: payload, as: UTF8.self))")
         #expect(decoded == status)
     }
+}
+
+@Test func anOnlineStatusCarriesItsLeaseAndAnOfflineOneNone() {
+    var leased = base
+    leased.lease = 20
+    leased.retained = ["accessories": 3]
+    #expect(
+        String(decoding: leased.payload, as: UTF8.self)
+            == #"{"bridge":"0.1.0","host":"lab-1","lease":20,"machineID":"m","retained":{"accessories":3},"#
+            + #""runID":"r","since":1,"state":"online"}"#)
+    #expect(HostStatusReader.status(leased.payload) == leased, "the bridge's form is read directly")
+    #expect(leased.leaseSeconds == 20)
+    #expect(leased.with(.offline, reason: "stopped").lease == nil)
+    #expect(leased.with(.offline, reason: "stopped").leaseSeconds == nil)
+    #expect(base.leaseSeconds == nil, "a bridge older than the lease")
 }

@@ -1,9 +1,9 @@
 /* fleet_publish: the retained state of a synthetic fleet, published straight to a broker in the shape accmon-mqtt
  * publishes (docs/MQTT.md §3), and accessories toggled at a rate afterwards.
  *
- *   fleet_publish PORT HOSTS ACCESSORIES [--prefix P] [--legacy EVERY] [--churn RATE]
+ *   fleet_publish PORT HOSTS ACCESSORIES [--prefix P] [--legacy EVERY] [--churn RATE] [--first F]
  *
- * For host i of HOSTS (named lab-00000, lab-00001, ...): its status `P/<host>/status` (online, with
+ * For host i of HOSTS (named lab-00000, lab-00001, ..., from lab-F with --first F: a site's share of a fleet): its status `P/<host>/status` (online, with
  * "retained":{"accessories":ACCESSORIES}), its entry in the host index `P/$hosts/<bucket>/<host>`, and ACCESSORIES
  * accessory topics `P/<host>/accessories/<accessoryID>/<connectionID>` holding a serial accessory object of about
  * 480 bytes as accmond writes it. With --legacy EVERY, every EVERY-th host is published as a bridge older than the
@@ -29,7 +29,7 @@
 
 static struct mosquitto *client;
 static const char *prefix = "accmon";
-static int hosts, accessories, legacy_every;
+static int hosts, accessories, legacy_every, first;
 static unsigned char *present; /* hosts * accessories flags: the accessory is connected */
 static int barrier_mid = -1, barrier_done;
 static volatile sig_atomic_t stopping;
@@ -80,8 +80,8 @@ static size_t publish(const char *topic, const char *payload, int retained) {
 }
 
 static void accessory_topic(char *out, size_t size, int host, int a) {
-    snprintf(out, size, "%s/lab-%05d/accessories/serial:1209:%04x:serial=S%05d-%03d:if=00/%d", prefix, host, a + 1,
-             host, a, a + 1);
+    snprintf(out, size, "%s/lab-%05d/accessories/serial:1209:%04x:serial=S%05d-%03d:if=00/%d", prefix, first + host,
+             a + 1, first + host, a, a + 1);
 }
 
 static void accessory_object(char *out, size_t size, int host, int a) {
@@ -92,24 +92,25 @@ static void accessory_object(char *out, size_t size, int host, int a) {
              "\"modelNumber\":\"\",\"name\":\"Bench serial %d\",\"portPath\":\"1-1.%d\",\"productID\":\"%04x\","
              "\"protocolStrings\":[],\"serialNumber\":\"S%05d-%03d\",\"sysfsPath\":\"/sys/devices/pci0000:00/"
              "0000:00:14.0/usb1/1-1/1-1.%d/1-1.%d:1.0/ttyUSB%d/tty/ttyUSB%d\",\"vendorID\":\"1209\"}",
-             a + 1, host, a, a + 1, host * 1000 + a, 0, a, a, a + 1, a + 1, host, a, a + 1, a + 1, a, a);
+             a + 1, first + host, a, a + 1, (first + host) * 1000 + a, 0, a, a, a + 1, a + 1, first + host, a, a + 1,
+             a + 1, a, a);
 }
 
 static size_t publish_status(int host) {
     char topic[256], payload[512], retained[64] = "";
     if (!is_legacy(host)) snprintf(retained, sizeof retained, "\"retained\":{\"accessories\":%d},", count_present(host));
-    snprintf(topic, sizeof topic, "%s/lab-%05d/status", prefix, host);
+    snprintf(topic, sizeof topic, "%s/lab-%05d/status", prefix, first + host);
     snprintf(payload, sizeof payload,
              "{\"bridge\":\"0.1.0\",\"host\":\"lab-%05d\",\"machineID\":\"%032x\",%s\"runID\":\"%032x\","
              "\"since\":1796144465.26,\"state\":\"online\"}",
-             host, host + 1, retained, host + 7);
+             first + host, first + host + 1, retained, first + host + 7);
     return publish(topic, payload, 1);
 }
 
 static size_t publish_host(int host) {
     char topic[512], payload[1024], level[32];
     size_t bytes = publish_status(host);
-    snprintf(level, sizeof level, "lab-%05d", host);
+    snprintf(level, sizeof level, "lab-%05d", first + host);
     if (!is_legacy(host)) {
         snprintf(topic, sizeof topic, "%s/$hosts/%02x/%s", prefix, bucket(level), level);
         snprintf(payload, sizeof payload, "{\"host\":\"%s\"}", level);
@@ -148,7 +149,7 @@ static void toggle(unsigned *seed) {
     publish(topic, *flag ? object : "", 1);
     snprintf(line, sizeof line, "{\"accessory\":%s,\"seq\":%llu,\"type\":\"%s\"}", object,
              (unsigned long long)++sequence, *flag ? "connect" : "disconnect");
-    snprintf(topic, sizeof topic, "%s/lab-%05d/events", prefix, host);
+    snprintf(topic, sizeof topic, "%s/lab-%05d/events", prefix, first + host);
     publish(topic, line, 0);
     publish_status(host);
 }
@@ -157,7 +158,8 @@ static void on_signal(int signal) { (void)signal, stopping = 1; }
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: fleet_publish PORT HOSTS ACCESSORIES [--prefix P] [--legacy EVERY] [--churn RATE]\n");
+        fprintf(stderr, "usage: fleet_publish PORT HOSTS ACCESSORIES [--prefix P] [--legacy EVERY] [--churn RATE] "
+                        "[--first F]\n");
         return 64;
     }
     int port = atoi(argv[1]);
@@ -168,6 +170,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--prefix")) prefix = argv[i + 1];
         else if (!strcmp(argv[i], "--legacy")) legacy_every = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--churn")) churn = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--first")) first = atoi(argv[i + 1]);
         else { fprintf(stderr, "fleet_publish: unknown option %s\n", argv[i]); return 64; }
     }
     present = malloc((size_t)hosts * (size_t)(accessories > 0 ? accessories : 1));

@@ -175,8 +175,8 @@ public final class ClaimGateway {
                 if !refused.isEmpty {
                     logger.error(
                         .bridgeBroker,
-                        "claims: the broker refused the subscription to '\(topics.claimRequests(host: host))': may "
-                            + "this host's user read it? (docs/MQTT.md §12.2)")
+                        "claims: the broker refused the subscription to '\(topics.claimRequests(host: host))' "
+                            + "(\(refused[0])): may this host's user read it? (docs/MQTT.md §12.2)")
                 }
                 takingRequests = refused.isEmpty
                 announceIfReady()

@@ -43,6 +43,17 @@ final class BridgedHost: @unchecked Sendable {
         return host
     }
 
+    /// Starts a host whose bridge logs in to `broker` as the host (when the broker asks for a login).
+    static func start(
+        name: String, on broker: any TestBroker, machineID: String? = nil, settings: [String: String] = [:],
+        startBridge: Bool = true
+    ) async throws -> BridgedHost {
+        try await start(
+            name: name, broker: broker.url, machineID: machineID,
+            settings: try broker.bridgeSettings(host: name).merging(settings) { _, new in new },
+            startBridge: startBridge)
+    }
+
     private init(name: String, directory: TemporaryDirectory, configPath: String, daemon: ChildProcess) {
         self.name = name
         self.directory = directory

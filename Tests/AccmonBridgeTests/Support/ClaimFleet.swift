@@ -5,8 +5,9 @@ import AccmonTestSupport
 import Foundation
 import Glibc
 
-/// A broker with the password file and the ACL of docs/MQTT.md §8 (as written there), and hosts whose manifests let
-/// the MQTT users `ci` and `qa` claim (not `mallory`), each with its bridge logged in as the host's user.
+/// A broker with the users and the ACL of docs/MQTT.md (as written there: mosquitto's of §12.2, or ejabberd's of
+/// §10), and hosts whose manifests let the MQTT users `ci` and `qa` claim (not `mallory`), each with its bridge logged
+/// in as the host's user.
 final class ClaimFleet: @unchecked Sendable {
     /// The ACL of docs/MQTT.md §12.2, read from that page: the tests use it as written.
     static let acl: String = {
@@ -28,30 +29,24 @@ final class ClaimFleet: @unchecked Sendable {
         """
     }
 
-    let broker: Mosquitto
+    let broker: any TestBroker
     let directory: TemporaryDirectory
     var hosts: [BridgedHost] = []
 
     init(
-        hosts names: [String] = ["lab-1"], lease: (renew: Int, expiry: Int)? = nil, persistence: Bool = false
+        hosts names: [String] = ["lab-1"], lease: (renew: Int, expiry: Int)? = nil, persistence: Bool = false,
+        on kind: BrokerKind = .mosquitto
     )
         async throws
     {
         directory = try TemporaryDirectory()
-        let passwords = directory.file("passwords")
         let users = Self.users + names.filter { !Self.users.contains($0) }
-        for (index, user) in users.enumerated() {
-            let made = try await run(
-                URL(fileURLWithPath: "/usr/bin/mosquitto_passwd"),
-                (index == 0 ? ["-c"] : []) + ["-b", passwords, user, "pw-\(user)"], in: directory)
-            guard made.termination == .exited(0) else { throw Binaries.LocateError(description: "\(made)") }
+        switch kind {
+        case .mosquitto:
+            broker = try await Self.mosquitto(users: users, hosts: names, persistence: persistence, in: directory)
+        case .ejabberd:
+            broker = try await Ejabberd.start(Ejabberd.Options(users: users, bridges: names))
         }
-        let acl = directory.file("acl")
-        // Hosts beyond the page's two get their blocks as the page's (a `user` block applies up to the next).
-        let more = names.filter { !Self.users.contains($0) }.map { "user \($0)\ntopic readwrite accmon/\($0)/#\n" }
-        try (more.joined() + Self.acl).write(toFile: acl, atomically: true, encoding: .utf8)
-        broker = try await Mosquitto.start(
-            Mosquitto.Options(persistence: persistence, passwordFile: passwords, aclFile: acl))
         for name in names {
             var settings = [
                 "username": json(name), "passwordFile": json(try passwordFile(name)),
@@ -64,6 +59,25 @@ final class ClaimFleet: @unchecked Sendable {
                 try await BridgedHost.start(
                     name: name, broker: broker.url, settings: settings, manifest: Self.manifest()))
         }
+    }
+
+    /// mosquitto with the password file and the ACL of docs/MQTT.md §12.2.
+    private static func mosquitto(
+        users: [String], hosts names: [String], persistence: Bool, in directory: TemporaryDirectory
+    ) async throws -> Mosquitto {
+        let passwords = directory.file("passwords")
+        for (index, user) in users.enumerated() {
+            let made = try await run(
+                URL(fileURLWithPath: "/usr/bin/mosquitto_passwd"),
+                (index == 0 ? ["-c"] : []) + ["-b", passwords, user, "pw-\(user)"], in: directory)
+            guard made.termination == .exited(0) else { throw Binaries.LocateError(description: "\(made)") }
+        }
+        let acl = directory.file("acl")
+        // Hosts beyond the page's two get their blocks as the page's (a `user` block applies up to the next).
+        let more = names.filter { !Self.users.contains($0) }.map { "user \($0)\ntopic readwrite accmon/\($0)/#\n" }
+        try (more.joined() + Self.acl).write(toFile: acl, atomically: true, encoding: .utf8)
+        return try await Mosquitto.start(
+            Mosquitto.Options(persistence: persistence, passwordFile: passwords, aclFile: acl))
     }
 
     /// A password file for `user` (mode 0600).

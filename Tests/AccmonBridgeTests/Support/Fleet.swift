@@ -5,9 +5,9 @@ import Foundation
 
 /// The broker's retained fleet state, read in this process with the fleet reader (`accmon list --broker`'s).
 func fleetState(
-    _ broker: Mosquitto, settings: BrokerSettings? = nil, prefix: String = "accmon"
+    _ broker: any TestBroker, settings: BrokerSettings? = nil, prefix: String = "accmon"
 ) async throws -> FleetState {
-    let settings = try settings ?? BrokerSettings(address: BrokerAddress.parse(broker.url).get(), keepAliveSeconds: 5)
+    let settings = try settings ?? broker.readerSettings()
     return try await FleetReader.state(settings: settings, topics: FleetTopics(prefix: prefix)).state
 }
 
@@ -40,7 +40,7 @@ func differences(_ state: FleetState, _ truths: [String: [UInt64: Accessory]], o
 /// Waits until the broker's retained state equals the hosts' truths; returns the last differences when it does not
 /// within `timeout` (empty: converged).
 func waitForFleet(
-    _ hosts: [BridgedHost], broker: Mosquitto, offline: Set<String> = [], settings: BrokerSettings? = nil,
+    _ hosts: [BridgedHost], broker: any TestBroker, offline: Set<String> = [], settings: BrokerSettings? = nil,
     timeout: Duration = .seconds(30)
 ) async throws -> [String] {
     var truths: [String: [UInt64: Accessory]] = [:]
@@ -59,15 +59,17 @@ func waitForFleet(
 
 /// The retained messages under `filter` as mosquitto_sub prints them (topic → payload), read independently of accmon:
 /// `mosquitto_sub --retained-only` exits at the first message that is not retained, which a marker publication sends.
-func retainedWithMosquittoSub(_ broker: Mosquitto, filter: String = "accmon/#") async throws -> [String: String] {
+func retainedWithMosquittoSub(_ broker: any TestBroker, filter: String = "accmon/#") async throws -> [String: String] {
     let marker = "test-marker/\(UInt64.random(in: 0...UInt64.max))"
     let sub = try ChildProcess(
         URL(fileURLWithPath: "/usr/bin/mosquitto_sub"),
-        ["-p", String(broker.port), "-t", filter, "-t", marker, "--retained-only", "-F", "%t\t%p", "-W", "20"],
+        ["-p", String(broker.port)] + broker.clientLogin
+            + ["-t", filter, "-t", marker, "--retained-only", "-F", "%t\t%p", "-W", "20"],
         name: "sub-\(marker.suffix(6))", directory: broker.directory)
     _ = await eventually(timeout: .seconds(20), interval: .milliseconds(100)) {
         _ = try? await run(  // try?: the marker is sent again until the reader exits
-            URL(fileURLWithPath: "/usr/bin/mosquitto_pub"), ["-p", String(broker.port), "-t", marker, "-m", "end"],
+            URL(fileURLWithPath: "/usr/bin/mosquitto_pub"),
+            ["-p", String(broker.port)] + broker.clientLogin + ["-t", marker, "-m", "end"],
             in: broker.directory)
         return !sub.isRunning
     }

@@ -8,7 +8,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, Iterator, List, Optional
 
 import pytest
 
@@ -70,8 +70,8 @@ class Fleet:
         self.broker = broker
         self.hosts: List[BridgedHost] = []
 
-    def add(self, name: str) -> BridgedHost:
-        host = BridgedHost(name, self.broker.url)
+    def add(self, name: str, lease: Optional[int] = None) -> BridgedHost:
+        host = BridgedHost(name, self.broker.url, lease)
         self.hosts.append(host)
         return host
 

@@ -99,7 +99,8 @@ class Mosquitto:
 class BridgedHost:
     """One host of the fleet: accmond (simulated) and its bridge publishing it as `name`."""
 
-    def __init__(self, name: str, broker: str) -> None:
+    def __init__(self, name: str, broker: str, lease: Optional[int] = None) -> None:
+        """``lease``: the bridge's statusLeaseSeconds (its default when not given)."""
         self.name = name
         self.daemon = SimulatedDaemon(ACCMOND)
         self.daemon.start()
@@ -108,9 +109,12 @@ class BridgedHost:
         with open(self.machine_id, "w") as out:
             out.write(f"m{os.getpid()}{name.encode().hex()}\n")
         self.config = os.path.join(directory, "mqtt.json")
+        settings: Dict[str, Any] = {"broker": broker, "host": name, "socket": self.daemon.socket,
+                                    "machineIDFile": self.machine_id, "keepAlive": 5}  # fmt: skip
+        if lease is not None:
+            settings["statusLeaseSeconds"] = lease
         with open(self.config, "w") as out:
-            json.dump({"broker": broker, "host": name, "socket": self.daemon.socket, "machineIDFile": self.machine_id,
-                       "keepAlive": 5}, out)  # fmt: skip
+            json.dump(settings, out)
         self.log = os.path.join(directory, "bridge.log")
         self.bridge: Optional["subprocess.Popen[bytes]"] = None
         self.start_bridge()
@@ -122,6 +126,11 @@ class BridgedHost:
     def kill_bridge(self) -> None:
         """SIGKILL: no goodbye; the broker publishes the bridge's will after 1.5 × keepAlive."""
         _stop(self.bridge, signal.SIGKILL)
+
+    def pause_bridge(self, paused: bool = True) -> None:
+        """SIGSTOP (or SIGCONT): the bridge stops speaking, its connection open; its status's lease runs out."""
+        assert self.bridge is not None
+        self.bridge.send_signal(signal.SIGSTOP if paused else signal.SIGCONT)
 
     def plug(self, **fields: Any) -> int:
         return int(self.daemon.plug(**fields))

@@ -11,7 +11,7 @@ import tempfile
 from typing import Any
 
 from conftest import Fleet
-from page import banner, cell_text, fetch, host_status, mark_page, rows, still_marked, truth_keys
+from page import banner, cell_text, fetch, host_status, mark_page, metric_families, rows, still_marked, truth_keys
 from rig import ACCMON, DashboardProcess, Mosquitto, eventually, free_port
 
 HOSTILE_NAME = "<img src=x onerror=\"document.title='pwned';window.__pwned=1\">"
@@ -156,4 +156,36 @@ def test_a_dashboard_started_before_the_broker_waits_for_it(browser: Any, fleet:
         eventually(lambda: rows(browser) == {("late-1", connection)}, 30, "the row once the broker is up")
         assert banner(browser) == "connected" and fetch(dashboard.url + "/healthz")[0] == 200
     finally:
+        dashboard.close()
+
+
+def test_a_host_whose_lease_runs_out_is_stale_on_the_page_and_in_the_metrics(browser: Any, fleet: Fleet) -> None:
+    """A bridge that stops speaking without a will (SIGSTOP: its connection stays open) lets its status's 3-second
+    lease run out: the page shows the host stale (never online), /metrics has accmon_host_stale 1 and
+    accmon_host_online 0, and an event says so; when the bridge speaks again, the host is online again."""
+    lab1, lab2 = fleet.add("lab-1", lease=3), fleet.add("lab-2", lease=3)
+    board = lab1.plug(kind="usb", vendor="1209", product="0001", name="board")
+    dashboard = fleet_dashboard(fleet.broker)
+    try:
+        browser.get(dashboard.url + "/")
+        eventually(lambda: rows(browser) == {("lab-1", board)}, 20, "the row of lab-1")
+        eventually(lambda: host_status(browser, "lab-2") == "online", 20, "lab-2 online")
+        lab1.pause_bridge()
+        eventually(lambda: host_status(browser, "lab-1") == "stale", 15, "lab-1 stale")
+        assert host_status(browser, "lab-2") == "online", "renewed leases keep a host online"
+        samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+                   for family in metric_families(fetch(dashboard.url + "/metrics")[2].decode())
+                   for sample in family.samples}  # fmt: skip
+        assert samples[("accmon_host_stale", (("host", "lab-1"),))] == 1
+        assert samples[("accmon_host_online", (("host", "lab-1"),))] == 0
+        assert samples[("accmon_host_stale", (("host", "lab-2"),))] == 0
+        assert samples[("accmon_events_total", (("host", "lab-1"), ("kind", "stale")))] == 1
+        state = _state(dashboard)
+        assert [h["reason"] for h in state["hosts"] if h["name"] == "lab-1"] == ["its lease ran out: no word from "
+                                                                                "its bridge"]  # fmt: skip
+        assert rows(browser) == {("lab-1", board)}, "its accessories stay as last published"
+        lab1.pause_bridge(False)
+        eventually(lambda: host_status(browser, "lab-1") == "online", 15, "lab-1 online again")
+    finally:
+        lab1.pause_bridge(False)
         dashboard.close()

@@ -78,6 +78,29 @@ def test_a_fleet_line_then_changes() -> None:
     assert model.event_counts[("a", "offline")] == 1
 
 
+def test_a_stale_host_is_shown_stale_never_online() -> None:
+    """The reader's ``state`` says when an online status's lease ran out: the host is stale, since it was seen so."""
+    clock = [500.0]
+    model = Model("fleet", clock=lambda: clock[0])
+    model.apply_fleet([{"type": "fleet", "hosts": [
+        {"host": "a", "state": "online", "status": status("a"), "accessories": [accessory(1)]},
+        {"host": "b", "state": "stale", "status": status("b"), "accessories": []}]}])  # fmt: skip
+    assert model.hosts["b"]["state"] == "stale" and model.hosts["b"]["since"] is None
+    clock[0] = 600.0
+    model.apply_fleet([{"type": "status", "host": "a", "state": "stale", "status": status("a")}])
+    assert model.hosts["a"] == {"name": "a", "state": "stale", "reason": "its lease ran out: no word from its bridge",
+                                "machineID": "m", "runID": "r", "bridge": "0.1.0", "since": 600.0}  # fmt: skip
+    assert set(model.rows) == {("a", 1)}, "its accessories stay as last published"
+    clock[0] = 700.0
+    model.apply_fleet([{"type": "status", "host": "a", "state": "online", "status": status("a")}])
+    assert model.hosts["a"]["state"] == "online" and model.hosts["a"]["since"] == 100.0
+    assert [(e["host"], e["kind"]) for e in model.events] == [("a", "stale"), ("a", "online")]
+    assert model.event_counts[("a", "stale")] == 1
+    # A status line of a reader older than the state field: the status alone, as before.
+    model.apply_fleet([{"type": "status", "host": "b", "status": status("b")}])
+    assert model.hosts["b"]["state"] == "online"
+
+
 def test_a_changed_object_is_a_claim_or_a_release_not_an_unplug() -> None:
     model = Model("fleet")
     holder = {"user": "alice", "uid": 1000, "pid": 7, "remote": False}

@@ -68,12 +68,16 @@ def render(model: Model, hub: Hub, reader_starts: int, started: float) -> str:
     online = _Family("accmon_host_online", "gauge", "1 when the host's bridge (or accmond) is online, else 0.")
     since = _Family("accmon_host_online_since_seconds", "gauge",
                     "When the host's online run started (online hosts), in seconds since the epoch.")  # fmt: skip
+    stale = _Family("accmon_host_stale", "gauge",
+                    "1 when the host's online status is a lease that ran out unrenewed (its bridge, or the broker "
+                    "between, is gone without a will), else 0.")  # fmt: skip
     for host in hosts:
         view = model.hosts[host]
         online.add([("host", host)], 1 if view["state"] == "online" else 0)
+        stale.add([("host", host)], 1 if view["state"] == "stale" else 0)
         if view["state"] == "online" and view.get("since") is not None:
             since.add([("host", host)], float(view["since"]))
-    families += [online, since]
+    families += [online, since, stale]
 
     claimed = _Family("accmon_claims", "gauge", "Accessories checked out (claimed), per host.")
     for host in row_hosts:

@@ -11,7 +11,9 @@ Local mode reads ``accmon watch --json`` of one accmond: a ``snapshot`` line, th
 lines; and, where ``accmon history --json`` exists, the host's recent history.
 
 Hosts are kept once seen: a host whose status disappears from the broker (deleted, or the broker restarted without
-persistence and its bridge is dead) is shown offline rather than forgotten.
+persistence and its bridge is dead) is shown offline rather than forgotten. A host the reader says is ``stale`` (its
+online status is a lease that ran out unrenewed: its bridge, or the broker between, is gone without a will) is shown
+stale, never online.
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ from .records import Delta, RowKey, accessory_row, claim_of, party_of, seconds, 
 __all__ = ["Model"]
 
 #: Live events counted per host and kind; history entries are shown, not counted.
-EVENT_KINDS = ("connect", "disconnect", "online", "offline", "claim", "release", "rejected", "contention", "break")
+EVENT_KINDS = ("connect", "disconnect", "online", "offline", "stale", "claim", "release", "rejected", "contention",
+               "break")  # fmt: skip
+#: Why a stale host is not shown online.
+STALE_REASON = "its lease ran out: no word from its bridge"
+
 #: At most this many (host, vendor, product) series are kept for the per-product metric.
 MAX_PRODUCT_SERIES = 10000
 
@@ -89,7 +95,7 @@ class Model:
                 else:
                     batch.disconnect((row["host"], row["connectionID"]))
             elif kind == "status" and isinstance(line.get("host"), str):
-                self._status(batch, text(line["host"]), line.get("status"))
+                self._status(batch, text(line["host"]), line.get("status"), shown=line.get("state"))
             else:
                 self.ignored_lines += 1
         return batch.finish()
@@ -103,7 +109,7 @@ class Model:
                 continue
             name = text(entry["host"])
             seen.add(name)
-            self._status(batch, name, entry.get("status"))
+            self._status(batch, name, entry.get("status"), shown=entry.get("state"))
             for accessory in entry.get("accessories") or []:
                 row = accessory_row(name, accessory)
                 if row is not None:
@@ -118,21 +124,26 @@ class Model:
             batch.connect(row)
         self.synced = True
 
-    def _status(self, batch: "_Batch", name: str, status: Any, reason: str = "no status on the broker") -> None:
+    def _status(self, batch: "_Batch", name: str, status: Any, reason: str = "no status on the broker",
+                shown: Any = None) -> None:  # fmt: skip
+        """A host's status; ``shown``: the state the reader shows (``stale`` for an online status whose lease ran
+        out)."""
         now = self.clock()
         if isinstance(status, dict) and status.get("state") in ("online", "offline"):
-            state = status["state"]
+            state = "stale" if shown == "stale" and status["state"] == "online" else status["state"]
             host: Dict[str, Any] = {"name": name, "state": state, "reason": text(status.get("reason")) or None}
+            if state == "stale":
+                host["reason"] = STALE_REASON
             for key in ("machineID", "runID", "bridge"):
                 host[key] = text(status.get(key))
             # An online status carries when its bridge's run started; an offline one only that run's start, so the
-            # time it went offline is when it was seen.
+            # time it went offline (or stale) is when it was seen.
             host["since"] = seconds(status.get("since")) if state == "online" else None
         else:
             host = {"name": name, "state": "offline", "reason": reason, "since": None}
         previous = self.hosts.get(name)
-        if host["state"] == "offline":
-            if previous is not None and previous["state"] == "offline":
+        if host["state"] != "online":
+            if previous is not None and previous["state"] == host["state"]:
                 host["since"] = previous["since"]
             else:
                 host["since"] = now if self.synced else None

@@ -108,12 +108,12 @@
     button.title = `Show only ${host.name}'s accessories and events`;
     button.setAttribute("aria-pressed", String(terms.length === 1 && terms[0] === host.name.toLowerCase()));
     button.addEventListener("click", () => setFilter(filterInput.value.trim() === host.name ? "" : host.name));
-    const status = element("span", host.state === "online" ? "online" : "offline", "state");
+    const status = element("span", host.state === "online" || host.state === "stale" ? host.state : "offline", "state");
     status.setAttribute("data-host-status", host.name);
     item.append(button, status);
     const since = element("span", null, "since");
     if (typeof host.since === "number") since.append("since ", timeElement(host.since));
-    else if (host.state === "offline") since.append("since before the dashboard started");
+    else if (host.state !== "online") since.append("since before the dashboard started");
     item.append(since);
     if (host.reason) item.append(element("span", host.reason, "reason"));
     item.append(element("span", "", "host-count"));
