@@ -93,6 +93,31 @@ def test_a_subscriber_that_does_not_acknowledge_is_suspended_and_its_events_coal
         daemon.close()
 
 
+def test_a_subscriber_that_acknowledges_every_signal_keeps_up_with_a_burst(
+    daemon: SimulatedDaemon, peers: Callable[..., GLibPeer]
+) -> None:
+    # 3,000 plugs sent at once on one socket connection (a burst of ~30 events a loop turn) to a subscriber that
+    # acknowledges each Events signal as it arrives. Its Acks come back through dbus-daemon and its own loop, so it
+    # is hundreds of events behind at times; with the socket's 256 KiB window it was suspended and its events
+    # coalesced, now it is never suspended (the default --max-bus-unacknowledged, 4 MiB).
+    peer = peers(user="www-data")
+    path = peer.subscribe()
+    peer.auto_ack(path)
+    burst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    burst.connect(daemon.socket)
+    lines = [json.dumps({"type": "simulate", "id": n, "action": "connect", "accessory": {
+        "kind": "usb", "vendorID": "1546", "productID": f"{n % 65536:04x}", "serialNumber": f"burst{n}"}})
+        for n in range(3000)]  # fmt: skip
+    reader = threading.Thread(target=lambda: burst.makefile("rb").readlines(), daemon=True)
+    reader.start()
+    burst.sendall(("\n".join(lines) + "\n").encode())
+    eventually(lambda: len(_events(peer, path)) >= 3000, 60, "the burst's 3,000 connects")
+    burst.close()
+    assert [event[0] for event in _events(peer, path)] == ["connect"] * 3000
+    states = [signal["body"][1].get("State") for signal in peer.signals("PropertiesChanged", path)]
+    assert "suspended" not in states, f"suspended {states.count('suspended')} times"
+
+
 def test_suspend_and_resume_cancel_what_came_and_went_meanwhile(
     daemon: SimulatedDaemon, peers: Callable[..., GLibPeer]
 ) -> None:
