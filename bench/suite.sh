@@ -46,6 +46,11 @@ supports() {
             "$bin/accmond" --help 2>&1 | grep -q -- '--dbus' || { echo "$bin/accmond has no --dbus" >&2; return 1; }
             [ -f "$source/packaging/dbus/org.accmon.Accmon1.conf" ] \
                 || { echo "no packaging/dbus/org.accmon.Accmon1.conf in $source" >&2; return 1; } ;;
+        open)
+            # Accessory.Open (issue 40): accmon open, and the bus as for the bus suite.
+            "$bin/accmon" --help 2>&1 | grep -q -- 'open ' || { echo "$bin/accmon has no open" >&2; return 1; }
+            [ -f "$source/packaging/dbus/org.accmon.Accmon1.conf" ] \
+                || { echo "no packaging/dbus/org.accmon.Accmon1.conf in $source" >&2; return 1; } ;;
         *) echo "bench: unknown suite '$suite' ($SUITES)" >&2; return 1 ;;
     esac
 }
@@ -79,6 +84,7 @@ run() {
                  --policy "$source/packaging/dbus/org.accmon.Accmon1.conf"
              /usr/bin/python3 "$here/bus_memory.py" "$bin" "$tools" --repeats "$repeats" \
                  --policy "$source/packaging/dbus/org.accmon.Accmon1.conf" ;;
+        open) /usr/bin/python3 "$here/open.py" "$bin" "$tools" --repeats "$repeats" --source "$source" ;;
         *) echo "bench: unknown suite '$suite' ($SUITES)" >&2; return 64 ;;
     esac
 }
