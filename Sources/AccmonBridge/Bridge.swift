@@ -83,9 +83,10 @@ public final class Bridge {
     /// (``SignalDescriptor/block(_:)``).
     public func run() throws(Errno) {
         let signals = try SignalDescriptor([SIGTERM, SIGINT])
+        let brokers = configuration.broker.addresses.map(\.description).joined(separator: ", ")
         logger.notice(
             .started,
-            "started: host '\(configuration.host)', broker \(configuration.broker.address), accmond "
+            "started: host '\(configuration.host)', broker \(brokers), accmond "
                 + "\(accmond.socketPath), prefix '\(configuration.topics.prefix)'")
         var stopBegan: UInt64?
         var brokerStopped = false

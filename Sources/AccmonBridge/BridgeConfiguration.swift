@@ -7,7 +7,8 @@ import Glibc
 ///
 /// ```json5
 /// {
-///   "broker": "mqtts://broker.example.net:8883",   // required
+///   "broker": "mqtts://broker.example.net:8883",   // required; or a list of one broker's nodes or listeners:
+///                                                 // ["mqtts://node-a:8883", "mqtts://node-b:8883"]
 ///   "ca": "/etc/accmon/mqtt-ca.pem",              // mqtts:// only; default: the system's trust store
 ///   "certificate": "/etc/accmon/mqtt-client.pem", // with "key": a client certificate
 ///   "key": "/etc/accmon/mqtt-client.key",
@@ -105,21 +106,16 @@ public struct BridgeConfiguration: Sendable, Hashable {
         guard let members = reader.members(of: root, known: keys, refusals: refusals) else {
             return .failure(ConfigurationProblems(reader.problems))
         }
-        var address: BrokerAddress?
+        var addresses: [BrokerAddress]?
         if let member = members["broker"] {
-            if let url = reader.string(member) {
-                switch BrokerAddress.parse(url) {
-                case .success(let parsed): address = parsed
-                case .failure(let problem): reader.report(member.value.position, "broker: \(problem.reason)")
-                }
-            }
+            addresses = reader.brokerAddresses(member)
         } else {
             reader.report(root.position, "broker: missing: name the broker, such as \"broker\": \"mqtt://localhost\"")
         }
         var tlsFiles: [(key: String, path: String, position: SourcePosition)] = []
         for key in ["ca", "certificate", "key"] {
             guard let member = members[key], let file = reader.string(member) else { continue }
-            if let address, !address.usesTLS {
+            if let address = addresses?.first, !address.usesTLS {
                 reader.report(member.value.position, "\(key): TLS files need an mqtts:// broker (broker is \(address))")
             }
             tlsFiles.append((key, file, member.value.position))
@@ -161,9 +157,9 @@ public struct BridgeConfiguration: Sendable, Hashable {
                 "renewSeconds: \(renewSeconds) is not below leaseSeconds (\(leaseSeconds)): a lease would end between renewals")
         }
         let statusLease = reader.integer(members["statusLeaseSeconds"], in: 2...3600) ?? defaultStatusLeaseSeconds
-        guard reader.problems.isEmpty, let address else { return .failure(ConfigurationProblems(reader.problems)) }
+        guard reader.problems.isEmpty, let addresses else { return .failure(ConfigurationProblems(reader.problems)) }
         let broker = BrokerSettings(
-            address: address, caFile: tlsFiles.first { $0.key == "ca" }?.path,
+            addresses: addresses, caFile: tlsFiles.first { $0.key == "ca" }?.path,
             certificateFile: tlsFiles.first { $0.key == "certificate" }?.path,
             keyFile: tlsFiles.first { $0.key == "key" }?.path, username: username, keepAliveSeconds: keepAlive)
         let configuration = BridgeConfiguration(

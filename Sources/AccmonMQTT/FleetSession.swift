@@ -62,7 +62,9 @@ final class FleetSession {
     static let markerRetry: UInt64 = 1_000_000_000
     static let answerTimeout: UInt64 = 10_000_000_000
 
-    let settings: BrokerSettings
+    /// The settings of the address connected to (or tried next): one of the broker's, by ``rotation``.
+    var settings: BrokerSettings
+    var rotation: BrokerRotation
     let topics: FleetTopics
     let options: FleetReadOptions
     /// Whether the session follows changes after its first read (`watch`), so keeps what it subscribed to.
@@ -119,6 +121,7 @@ final class FleetSession {
         eachHost: (@Sendable (FleetHost) -> Void)? = nil
     ) {
         self.settings = settings
+        rotation = BrokerRotation(settings.addresses)
         self.eachHost = eachHost
         self.topics = topics
         self.options = options
@@ -157,9 +160,15 @@ final class FleetSession {
                 _ = decoding?.decoder.finish()
                 decoding = nil
                 guard lostConnection, attempt < Self.readAttempts else { return .failure(error) }
-                notes.append("accmon: \(error.message); reading again in \(delay) s")
-                usleep(useconds_t(delay * 1e6))
-                delay *= 2
+                if rotation.addresses.count > 1 {
+                    // Another node or listener of the broker, at once.
+                    rotation.advance()
+                    notes.append("accmon: \(error.message); reading again through \(rotation.current)")
+                } else {
+                    notes.append("accmon: \(error.message); reading again in \(delay) s")
+                    usleep(useconds_t(delay * 1e6))
+                    delay *= 2
+                }
             }
         }
     }
@@ -167,9 +176,26 @@ final class FleetSession {
     /// How many times a one-time read is tried when the broker ends its connection in the middle of it.
     static let readAttempts = 4
 
-    /// A fresh connection: connected, the end-marker topic subscribed and the end marker echoed once (a QoS 1
-    /// publication, whose PUBACK tells a refusal by the ACL).
+    /// A fresh connection to the broker's current address, else to each next one in turn (docs/MQTT.md §2); throws
+    /// the last address's failure when none connects.
     func connect() throws(MQTTError) {
+        var tried = 0
+        while true {
+            settings = settings.connecting(to: rotation.current)
+            do {
+                try connectOnce()
+                return
+            } catch {
+                tried += 1
+                guard tried < rotation.addresses.count else { throw error }
+                rotation.advance()
+            }
+        }
+    }
+
+    /// A fresh connection to ``settings``'s address: connected, the end-marker topic subscribed and the end marker
+    /// echoed once (a QoS 1 publication, whose PUBACK tells a refusal by the ACL).
+    private func connectOnce() throws(MQTTError) {
         client = nil
         connected = false
         lostConnection = false

@@ -45,8 +45,9 @@ case .failure(let problems):
     exit(65)
 }
 if check {
+    let brokers = configuration.broker.addresses.map(\.description).joined(separator: ", ")
     write(
-        "ok: \(configPath): broker \(configuration.broker.address), host '\(configuration.host)', "
+        "ok: \(configPath): broker \(brokers), host '\(configuration.host)', "
             + "prefix '\(configuration.topics.prefix)'\n", to: .standardOutput)
     exit(0)
 }

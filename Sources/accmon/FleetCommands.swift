@@ -52,7 +52,9 @@ struct FleetOptions {
             }
             return false
         }
-        if case .failure(let problem) = BrokerAddress.parse(url) { throw UsageError("--broker: \(problem.reason)") }
+        if case .failure(let problem) = BrokerAddress.parseList(url) {
+            throw UsageError("--broker: \(problem.reason)")
+        }
         if let problem = FleetTopics.problem(withPrefix: prefix) { throw UsageError("--prefix: \(problem)") }
         if restoreID != nil { throw UsageError("--restore-id does not go with --broker") }
         if all { throw UsageError("--all does not go with --broker (the fleet shows what each bridge may see)") }
@@ -63,11 +65,11 @@ struct FleetOptions {
 
     /// The broker settings, with the password read from its file.
     func settings() throws(AccmonError) -> BrokerSettings {
-        guard let url, case .success(let address) = BrokerAddress.parse(url) else {
+        guard let url, case .success(let addresses) = BrokerAddress.parseList(url) else {
             preconditionFailure("validate(restoreID:all:) checked --broker")
         }
         var settings = BrokerSettings(
-            address: address, caFile: caFile, certificateFile: certificateFile, keyFile: keyFile, username: username)
+            addresses: addresses, caFile: caFile, certificateFile: certificateFile, keyFile: keyFile, username: username)
         if let passwordFile {
             do {
                 settings.password = try PasswordFile.read(passwordFile)
@@ -92,7 +94,9 @@ struct FleetOptions {
 
     /// The fleet options of `claim` and `claims`.
     static let claimHelp = """
-          --broker URL       claim through the fleet's MQTT broker (mqtt://HOST[:PORT] or mqtts://HOST[:PORT])
+          --broker URL[,URL...]
+                             claim through the fleet's MQTT broker (mqtt://HOST[:PORT] or mqtts://HOST[:PORT]);
+                             several URLs: one broker's nodes or listeners, the next tried when one fails
           --host GLOB        with --broker: only hosts whose name matches (shell wildcards)
           --prefix PREFIX    with --broker: the topic prefix (default \(FleetTopics.defaultPrefix))
           --ca FILE, --certificate FILE, --key FILE
@@ -102,9 +106,11 @@ struct FleetOptions {
         """
 
     static let help = """
-          --broker URL       show every host's accessories from the MQTT broker's retained topics (mqtt://HOST[:PORT]
+          --broker URL[,URL...]
+                             show every host's accessories from the MQTT broker's retained topics (mqtt://HOST[:PORT]
                              or mqtts://HOST[:PORT]), with a HOST column; offline hosts are shown as such, and
-                             stale those whose status's lease ran out
+                             stale those whose status's lease ran out; several URLs: one broker's nodes or
+                             listeners, the next tried when one cannot be reached or drops the reader
           --host GLOB        with --broker: only hosts whose name matches (shell wildcards); only their topics
                              are read (a name without wildcards: that host's alone)
           --prefix PREFIX    with --broker: the topic prefix (default \(FleetTopics.defaultPrefix))

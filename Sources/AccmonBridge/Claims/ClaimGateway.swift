@@ -26,6 +26,8 @@ public final class ClaimGateway {
     var takingRequests = false
     var brokerRetry: UInt64 = 0
     var brokerBackoff = Backoff(ceilingSeconds: 10)
+    /// Which of the broker's addresses is tried next (docs/MQTT.md §2).
+    lazy var rotation = BrokerRotation(configuration.broker.addresses)
     var leases: LeaseBook
     var nonces = NonceMemory()
     /// Requests sent to accmond, by request id, with where their answer goes.
@@ -116,8 +118,9 @@ public final class ClaimGateway {
     private func connectBrokerIfDue(now: UInt64) {
         guard client == nil, now >= brokerRetry else { return }
         do {
-            let made = try MQTTClient(clientID: clientID, settings: configuration.broker)
-            try made.connect(address: configuration.broker.address, keepAliveSeconds: configuration.broker.keepAliveSeconds)
+            let settings = configuration.broker.connecting(to: rotation.current)
+            let made = try MQTTClient(clientID: clientID, settings: settings)
+            try made.connect(address: settings.address, keepAliveSeconds: settings.keepAliveSeconds)
             client = made
         } catch {
             brokerFailed(error, now: now)
@@ -134,7 +137,8 @@ public final class ClaimGateway {
         }
         brokerReady = false
         takingRequests = false
-        let delay = brokerBackoff.failed()
+        // Another address of the broker that has not failed since the last connection: at once.
+        let delay = rotation.failed() ? 0 : brokerBackoff.failed()
         brokerRetry = now + nanoseconds(delay)
         logger.debug(
             .bridgeBroker, "claims: no broker (\(error?.code.rawValue ?? "disconnected")); next attempt in \(delay) s")
@@ -146,6 +150,7 @@ public final class ClaimGateway {
             switch event {
             case .connected(nil):
                 brokerBackoff.succeeded()
+                rotation.connected()
                 brokerReady = true
                 brokerClaims = [:]
                 // The claimers could not renew while the broker was away: a fresh full expiry for every lease.
