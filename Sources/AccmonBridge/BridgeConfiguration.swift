@@ -19,6 +19,7 @@ import Glibc
 ///   "socket": "/run/accmon/accmon.sock",          // default: $ACCMON_SOCKET, else this
 ///   "keepAlive": 30,                              // seconds
 ///   "statusLeaseSeconds": 20,                     // the online status's lease, renewed every half of it
+///   "stateDirectory": "/var/lib/accmon-mqtt",     // default: $STATE_DIRECTORY (systemd), else none
 /// }
 /// ```
 public struct BridgeConfiguration: Sendable, Hashable {
@@ -45,12 +46,16 @@ public struct BridgeConfiguration: Sendable, Hashable {
     /// The lease of the host's online status: its MQTT 5 message expiry, renewed every half of it (docs/MQTT.md §3).
     public var statusLeaseSeconds = BridgeConfiguration.defaultStatusLeaseSeconds
 
+    /// Where the bridge keeps what must survive its restarts (the topics it published, docs/MQTT.md §4); `nil`:
+    /// nowhere. By default `$STATE_DIRECTORY` (systemd's `StateDirectory=`).
+    public var stateDirectory: String? = environmentValue("STATE_DIRECTORY").flatMap { $0.isEmpty ? nil : $0 }
+
     /// The status's lease by default: a host whose bridge or broker is gone without a will shows `stale` within it.
     public static let defaultStatusLeaseSeconds = 20
 
     static let keys = [
         "broker", "ca", "certificate", "key", "username", "passwordFile", "host", "prefix", "socket", "restoreID",
-        "keepAlive", "machineIDFile", "leaseSeconds", "renewSeconds", "statusLeaseSeconds",
+        "keepAlive", "machineIDFile", "leaseSeconds", "renewSeconds", "statusLeaseSeconds", "stateDirectory",
     ]
     static let refusals = [
         "password":
@@ -157,15 +162,17 @@ public struct BridgeConfiguration: Sendable, Hashable {
                 "renewSeconds: \(renewSeconds) is not below leaseSeconds (\(leaseSeconds)): a lease would end between renewals")
         }
         let statusLease = reader.integer(members["statusLeaseSeconds"], in: 2...3600) ?? defaultStatusLeaseSeconds
+        let stateDirectory = reader.string(members["stateDirectory"])
         guard reader.problems.isEmpty, let addresses else { return .failure(ConfigurationProblems(reader.problems)) }
         let broker = BrokerSettings(
             addresses: addresses, caFile: tlsFiles.first { $0.key == "ca" }?.path,
             certificateFile: tlsFiles.first { $0.key == "certificate" }?.path,
             keyFile: tlsFiles.first { $0.key == "key" }?.path, username: username, keepAliveSeconds: keepAlive)
-        let configuration = BridgeConfiguration(
+        var configuration = BridgeConfiguration(
             broker: broker, passwordFile: passwordFile, host: host, topics: FleetTopics(prefix: prefix),
             socketPath: socket, restoreID: restoreID, machineIDFile: machineIDFile, leaseSeconds: Double(leaseSeconds),
             renewSeconds: Double(renewSeconds), statusLeaseSeconds: statusLease)
+        if let stateDirectory { configuration.stateDirectory = stateDirectory }
         return .success(
             Parsed(
                 configuration: configuration, passwordFilePosition: members["passwordFile"]?.value.position,

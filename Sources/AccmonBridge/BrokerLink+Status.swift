@@ -3,6 +3,9 @@ import AccmonMQTT
 
 /// The host's index entry, and the watch over its status topic.
 extension BrokerLink {
+    /// The online status as last published, with its count: what the bridge answers a census with.
+    var status: HostStatus { current }
+
     /// The host's entry in the host index, by which readers list a fleet too big for one read of every status.
     func publishIndexEntry() {
         do {

@@ -115,6 +115,10 @@ final class FleetSession {
     var stepDeadline: UInt64?
     var probeToken: [UInt8]?
     var probeMessageID: Int32?
+    /// This read's census, once its request went out (FleetSession+Census.swift).
+    var census: CensusRead?
+    /// The SUBSCRIBE of the census answers, until answered; `nil` after a refusal.
+    var censusSubscription: Int32?
 
     init(
         settings: BrokerSettings, topics: FleetTopics, options: FleetReadOptions, follows: Bool,
@@ -197,6 +201,7 @@ final class FleetSession {
     /// echoed once (a QoS 1 publication, whose PUBACK tells a refusal by the ACL).
     private func connectOnce() throws(MQTTError) {
         client = nil
+        census = nil
         connected = false
         lostConnection = false
         failure = nil
@@ -278,7 +283,7 @@ final class FleetSession {
         if let stepDeadline, now >= stepDeadline { throw noAnswer() }
         if phase == .following, window == nil, let due = try startFollowingRead(now: now) { return due }
         // The newest window's marker: when it comes back, an older marker that did not was dropped.
-        guard var newest = ahead ?? window else { return now + 1_000_000_000 }
+        guard var newest = ahead ?? window else { return min(now + 1_000_000_000, censusDeadline ?? .max) }
         let idle = now - min(newest.lastPacket, now)
         if idle >= Self.answerTimeout { throw noAnswer() }
         let mayHaveDropped = newest.packets + Self.uncountedPackets >= brokerQueue
@@ -315,6 +320,10 @@ final class FleetSession {
         case .subscribed(let messageID, let refused):
             countPacket()
             if messageID == awaitedSubscription { awaitedSubscription = nil }
+            if messageID == censusSubscription {
+                if !refused.isEmpty { censusSubscription = nil }
+                return
+            }
             if messageID == window?.subscribeID { window?.subscribed = true }
             if messageID == ahead?.subscribeID { ahead?.subscribed = true }
             if !refused.isEmpty {
@@ -339,7 +348,9 @@ final class FleetSession {
             break
         case .message(let topic, let payload, _, let properties):
             countPacket()
-            if topic == markerTopic {
+            if censusMessage(topic: topic, payload: payload, properties: properties) {
+                return
+            } else if topic == markerTopic {
                 marker(payload)
             } else if let parsed = topics.parse(topic) {
                 message(parsed, payload: payload, expiry: properties.expirySeconds)

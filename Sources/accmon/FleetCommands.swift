@@ -14,6 +14,7 @@ struct FleetOptions {
     var username: String?
     var passwordFile: String?
     var brokerQueue: Int?
+    var censusWait: Double?
 
     /// Consumes `option` if it is a fleet option; returns whether it was.
     mutating func parse(_ option: String, _ arguments: inout OptionCursor) throws(UsageError) -> Bool {
@@ -34,6 +35,12 @@ struct FleetOptions {
                         + "\(FleetReadOptions.minimumBrokerQueue)")
             }
             brokerQueue = value
+        case "--census-wait":
+            let text = try arguments.value(for: option)
+            guard let value = Double(text), value >= 0, value <= 60 else {
+                throw UsageError("--census-wait: '\(text)': not a number of seconds from 0 to 60")
+            }
+            censusWait = value
         case "--password":
             throw UsageError("--password: a password on the command line is visible to every user; use --password-file")
         default: return false
@@ -46,9 +53,10 @@ struct FleetOptions {
         guard let url else {
             let given =
                 [hostPattern, caFile, certificateFile, keyFile, username, passwordFile].contains { $0 != nil }
-                || brokerQueue != nil
+                || brokerQueue != nil || censusWait != nil
             if given || prefix != FleetTopics.defaultPrefix {
-                throw UsageError("--host, --prefix, --broker-queue and the broker's login options need --broker URL")
+                throw UsageError(
+                    "--host, --prefix, --broker-queue, --census-wait and the broker's login options need --broker URL")
             }
             return false
         }
@@ -86,7 +94,8 @@ struct FleetOptions {
     var readOptions: FleetReadOptions {
         FleetReadOptions(
             selection: FleetSelection(pattern: hostPattern),
-            brokerQueue: brokerQueue ?? FleetReadOptions.defaultBrokerQueue)
+            brokerQueue: brokerQueue ?? FleetReadOptions.defaultBrokerQueue,
+            censusWait: censusWait ?? FleetReadOptions.defaultCensusWait)
     }
 
     /// Whether a host is shown: `--host` names it or matches its name (shell wildcards).
@@ -121,6 +130,9 @@ struct FleetOptions {
                              the broker's login; the file must not be readable by every user
           --broker-queue N   with --broker: the messages the broker queues for one client (mosquitto's
                              max_queued_messages, default \(FleetReadOptions.defaultBrokerQueue)); reads stay under it
+          --census-wait S    with --broker: wait at most S seconds (default 1) for the bridges' answers to this
+                             reader's census, which finds the hosts the broker's retained store does not give it
+                             (a cluster node); 0: no census
         """
 }
 
@@ -266,6 +278,15 @@ extension FleetOptions {
                     json
                     ? jsonLine(
                         AccessoryLine(type: type, host: host, accessory: FleetAccessory(accessory, claim: claim)))
+                    : humanLine(type, accessory, host: host, style: style)
+            case .unconfirmed(let host, let accessory), .confirmed(let host, let accessory):
+                // Not a disconnection: a read of the host again did not find it, or found it again (docs/MQTT.md §5).
+                guard shows(host: host), filter.matches(accessory) else { continue }
+                let type: String
+                if case .unconfirmed = change { type = "unconfirmed" } else { type = "confirmed" }
+                text +=
+                    json
+                    ? jsonLine(AccessoryLine(type: type, host: host, accessory: FleetAccessory(accessory, claim: nil)))
                     : humanLine(type, accessory, host: host, style: style)
             case .status(let host, let status, let stale):
                 guard shows(host: host) else { continue }

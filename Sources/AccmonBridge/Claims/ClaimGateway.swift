@@ -25,6 +25,8 @@ public final class ClaimGateway {
     var requestSubscription: Int32?
     var takingRequests = false
     var brokerRetry: UInt64 = 0
+    /// What the bridge's loop says a census is answered with.
+    let census: CensusBoard
     var brokerBackoff = Backoff(ceilingSeconds: 10)
     /// Which of the broker's addresses is tried next (docs/MQTT.md §2).
     lazy var rotation = BrokerRotation(configuration.broker.addresses)
@@ -57,7 +59,8 @@ public final class ClaimGateway {
         var correlation: [UInt8]?
     }
 
-    public init(configuration: BridgeConfiguration, identity: BridgeIdentity, logger: Logger) {
+    public init(configuration: BridgeConfiguration, identity: BridgeIdentity, census: CensusBoard, logger: Logger) {
+        self.census = census
         self.configuration = configuration
         self.logger = logger
         host = configuration.host
@@ -127,6 +130,18 @@ public final class ClaimGateway {
         }
     }
 
+    /// Answers a reader's census on its response topic (only a reader's census topic), once the bridge is
+    /// synchronized with the broker: the host, its count of retained accessory topics, their digest and its status.
+    private func answerCensus(_ properties: MQTTMessageProperties) {
+        guard let client, let responseTopic = properties.responseTopic, topics.isCensusAnswerTopic(responseTopic),
+            let answer = census.answer(host: host)
+        else { return }
+        // try?: a census answer lost is a host the reader finds in the retained store, or not at all this time.
+        _ = try? client.publish(
+            topic: responseTopic, payload: answer.payload, retained: false, qos: 0,
+            properties: MQTTMessageProperties(correlationData: properties.correlationData))
+    }
+
     /// The broker connection ended or failed. Its cause is the event path's to log (the same broker, the same
     /// settings); the gateway says only what it means for claims, in words of its own, so that each log line names
     /// one part.
@@ -159,6 +174,9 @@ public final class ClaimGateway {
                 requestSubscription = try? client.subscribe(
                     [topics.claimRequests(host: host)], options: [.noRetained, .retainAsPublished])
                 _ = try? client.subscribe([topics.claims(host: host)], options: [.noLocal])
+                // Readers' census requests (docs/MQTT.md §5): an ACL that refuses them leaves the host to the
+                // retained store.
+                _ = try? client.subscribe([topics.censusRequests], options: [.noRetained])
                 logger.info(.bridgeBroker, "claims: connected to the broker")
                 announceIfReady()
                 reconcile()
@@ -168,6 +186,8 @@ public final class ClaimGateway {
             case .disconnected(let error):
                 brokerFailed(error, now: now)
                 return
+            case .message(let topic, _, _, let properties) where topics.isCensusRequest(topic):
+                answerCensus(properties)
             case .message(let topic, let payload, let retained, let properties):
                 if let user = topics.claimRequester(topic, host: host) {
                     request(from: user, payload: payload, retained: retained, properties: properties, now: now)
