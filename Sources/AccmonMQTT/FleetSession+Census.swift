@@ -61,6 +61,10 @@ extension FleetSession {
     func censusSettled(now: UInt64) -> Bool {
         guard let census else { return true }
         if now >= census.sentAt + UInt64(options.censusWait * 1e9) { return true }
+        if case .named(let name) = options.selection {
+            // One host: its answer, or none within the quiet time (no bridge of it is online here).
+            return census.answers[FleetTopics.encodeLevel(name)] != nil || now >= census.sentAt + CensusRead.quiet
+        }
         let expected = state.hosts.values.filter { !$0.stale && $0.status?.leaseSeconds != nil }.map(\.level)
         guard expected.allSatisfy({ census.answers[$0] != nil }) else { return false }
         return now >= max(census.sentAt, census.lastAnswer) + CensusRead.quiet

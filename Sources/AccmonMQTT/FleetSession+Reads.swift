@@ -16,8 +16,10 @@ extension FleetSession {
         switch options.selection {
         case .named(let name):
             let level = FleetTopics.encodeLevel(name)
+            // Its census answer first: its count, where the broker serves no status (a cluster node).
+            if census != nil { try run { censusSettled(now: monotonicNanoseconds()) } }
             listed.insert(level)
-            plan.add(level: level, expected: nil)
+            plan.add(level: level, expected: censusCount(level: level))
         case .all, .matching:
             try readHostList()
         }
