@@ -2,6 +2,7 @@
 """Checks that the bench figures the docs quote are in the run summaries of bench/results they cite.
 
 Usage: check-bench-figures.py              (the docs: docs/*.md and bench/README.md)
+       check-bench-figures.py --prune FILE...  (keeps in each summary only the figures the docs quote)
        check-bench-figures.py --explain    (each number checked, and where it was found or why it need not be)
        check-bench-figures.py --self-test  (feeds the check docs that break each rule; each must be refused)
 
@@ -118,9 +119,43 @@ def numbers_of(value, found, path, unit=None):
             numbers_of(item, found, path, unit)
 
 
-def figure_of(text, unit, candidates):
+def pruned(value, hits, path="", unit=None):
+    """`value` with only the figures a doc quotes (`hits`, from check): a summary's identifying strings and its
+    bookkeeping stay, an unquoted number goes, and so does a dict or list left with no number; None when nothing is
+    left. `run` (the summary's date, commits, machine, raw file) stays whole."""
+    if isinstance(value, bool) or isinstance(value, str) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return value if (unit, float(value)) in hits else None
+    if isinstance(value, list):
+        items = [pruned(item, hits, path, unit) for item in value]
+        if all(isinstance(item, (int, float)) and not isinstance(item, bool) for item in value):
+            return value if any(item is not None for item in items) else None  # a series stays whole or goes
+        kept = [item for item in items if item is not None]
+        return kept or None
+    kept, has_figure = {}, False
+    for key, item in value.items():
+        if key == "run" or key in BOOKKEEPING:
+            kept[key] = item
+            continue
+        if key in ("median", "min", "max", "values"):
+            key_unit = unit
+        elif ".b_over_a" in path:
+            key_unit = "ratio"
+        elif key in ("p50", "p99") and "figure" in value:
+            key_unit = field_unit(str(value["figure"]))
+        else:
+            key_unit = field_unit(key)
+        result = pruned(item, hits, f"{path}.{key}", key_unit)
+        if result is not None:
+            kept[key] = result
+            has_figure = has_figure or not isinstance(result, str)
+    return kept if has_figure else None
+
+
+def figure_of(text, unit, candidates, hits=None):
     """Where `text` (digits, maybe with thousands separators and decimals) is in `candidates`, converted to `unit`
-    and rounded to the places `text` has; None when it is nowhere."""
+    and rounded to the places `text` has; None when it is nowhere. The (field's unit, figure) found goes into `hits`."""
     try:
         target = abs(Decimal(text.replace(",", "")))
     except InvalidOperation:
@@ -136,6 +171,8 @@ def figure_of(text, unit, candidates):
             # Rounded as people round (half up), or as Python's format rounds the binary value (the tools' tables).
             if Decimal(repr(value)).quantize(quantum, ROUND_HALF_UP) == target or \
                     Decimal(value).quantize(quantum) == target:
+                if hits is not None:
+                    hits.add((field, candidate))
                 return places
     return None
 
@@ -170,9 +207,9 @@ def figures(body):
         yield match.group(0).strip(), whole + (f".{decimals}" if decimals else ""), unit
 
 
-def check(docs, results_dir, exceptions, root, explain=None):
+def check(docs, results_dir, exceptions, root, explain=None, hits=None):
     """The problems of `docs` (paths) against the summaries in `results_dir`; `explain(doc, heading, number, why,
-    where)` is told about each number checked."""
+    where)` is told about each number checked; `hits` gathers the (unit, figure) of every number a doc quotes."""
     problems = []
     cache = {}
 
@@ -212,7 +249,7 @@ def check(docs, results_dir, exceptions, root, explain=None):
                 if doc_name == name and heading.startswith(section_start):
                     allowed.setdefault(number, []).append(index)
             for written, digits, unit in figures(body):
-                where = figure_of(digits, unit, candidates)
+                where = figure_of(digits, unit, candidates, hits)
                 used.update(allowed.get(written, []))
                 if explain:
                     why = [exceptions[index][3] for index in allowed.get(written, [])]
@@ -284,7 +321,41 @@ def self_test():
         ok = (not problems) if expected is None else any(expected in problem for problem in problems)
         print(f"{'PASS' if ok else 'FAIL'}: {title}" + ("" if ok else f": got {problems}"))
         failures += not ok
-    return 1 if failures else 0
+    hits = set()
+    with tempfile.TemporaryDirectory() as scratch:
+        os.mkdir(os.path.join(scratch, "results"))
+        with open(os.path.join(scratch, "results", run), "w", encoding="utf-8") as handle:
+            json.dump(dict(summary, measurements=[dict(summary["measurements"][0], p95_us=612.5)]), handle)
+        with open(os.path.join(scratch, "doc.md"), "w", encoding="utf-8") as handle:
+            handle.write(sound)
+        check([os.path.join(scratch, "doc.md")], os.path.join(scratch, "results"), target, scratch, hits=hits)
+    kept = pruned(dict(summary, measurements=[dict(summary["measurements"][0], p95_us=612.5)]), hits)
+    ok = kept == summary
+    print(f"{'PASS' if ok else 'FAIL'}: pruning keeps the quoted figures and the run, and drops an unquoted one"
+          + ("" if ok else f": got {kept}"))
+    return 1 if failures or not ok else 0
+
+
+def prune(summaries, docs, root):
+    """Rewrites each summary with only the figures the docs quote (`pruned`), then checks that the docs still pass."""
+    hits = set()
+    problems = [problem for problem in check(docs, os.path.join(root, "bench", "results"), load_exceptions(root),
+                                             root, hits=hits) if not problem.endswith(f"not under {LIMIT_BYTES:,}")]
+    if problems:
+        print("bench figures: fix these before pruning:", *problems, sep="\n  ")
+        return 1
+    for summary in summaries:
+        with open(summary, encoding="utf-8") as handle:
+            content = json.load(handle)
+        before = os.path.getsize(summary)
+        with open(summary, "w", encoding="utf-8") as handle:
+            json.dump(pruned(content, hits) or {}, handle, ensure_ascii=False, separators=(",", ":"))
+            handle.write("\n")
+        print(f"{os.path.relpath(summary, root)}: {before:,} -> {os.path.getsize(summary):,} bytes")
+    problems = check(docs, os.path.join(root, "bench", "results"), load_exceptions(root), root)
+    for problem in problems:
+        print(f"bench figures: {problem}")
+    return 1 if problems else 0
 
 
 def explain_line(doc, heading, written, why, where):
@@ -296,6 +367,8 @@ def main():
         return self_test()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     docs = sorted(glob.glob(os.path.join(root, "docs", "*.md"))) + [os.path.join(root, "bench", "README.md")]
+    if sys.argv[1:2] == ["--prune"]:
+        return prune(sys.argv[2:], docs, root)
     explain = explain_line if sys.argv[1:] == ["--explain"] else None
     problems = check(docs, os.path.join(root, "bench", "results"), load_exceptions(root), root, explain)
     if explain:
