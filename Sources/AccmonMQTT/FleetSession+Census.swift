@@ -8,13 +8,18 @@ struct CensusRead {
     /// When the request went out, and when the last answer came.
     var sentAt: UInt64 = 0
     var lastAnswer: UInt64 = 0
+    /// The round trip of the census's SUBSCRIBE to its SUBACK: how long an answer may take to come, at least.
+    var roundTrip: UInt64 = 0
     /// The answers by host level.
     var answers: [String: Census.Answer] = [:]
     /// Whether the answers were taken into the read (hosts added to it).
     var taken = false
 
-    /// After an answer, the census settles once no other came for this long.
+    /// After an answer, the census settles once no other came for this long (or four round trips, when longer).
     static let quiet: UInt64 = 50_000_000
+
+    /// How long without an answer settles the census: ``quiet``, or four round trips to the broker when longer.
+    var quietTime: UInt64 { max(Self.quiet, 4 * roundTrip) }
 }
 
 extension FleetSession {
@@ -23,6 +28,7 @@ extension FleetSession {
         guard options.censusWait > 0, let client else { return }
         let answerTopic = topics.censusAnswers(clientID: clientID)
         var census = CensusRead(answerTopic: answerTopic, correlation: Array(nonce.utf8))
+        let subscribed = monotonicNanoseconds()
         censusSubscription = try client.subscribe([answerTopic], options: [.noRetained])
         awaitedSubscription = censusSubscription
         stepDeadline = monotonicNanoseconds() + Self.answerTimeout
@@ -42,6 +48,7 @@ extension FleetSession {
                 responseTopic: answerTopic, correlationData: census.correlation,
                 expirySeconds: Census.requestExpirySeconds))
         census.sentAt = monotonicNanoseconds()
+        census.roundTrip = census.sentAt - subscribed
         self.census = census
     }
 
@@ -61,20 +68,21 @@ extension FleetSession {
     func censusSettled(now: UInt64) -> Bool {
         guard let census else { return true }
         if now >= census.sentAt + UInt64(options.censusWait * 1e9) { return true }
+        if options.censusWaitsWhole { return false }
         if case .named(let name) = options.selection {
             // One host: its answer, or none within the quiet time (no bridge of it is online here).
-            return census.answers[FleetTopics.encodeLevel(name)] != nil || now >= census.sentAt + CensusRead.quiet
+            return census.answers[FleetTopics.encodeLevel(name)] != nil || now >= census.sentAt + census.quietTime
         }
         let expected = state.hosts.values.filter { !$0.stale && $0.status?.leaseSeconds != nil }.map(\.level)
         guard expected.allSatisfy({ census.answers[$0] != nil }) else { return false }
-        return now >= max(census.sentAt, census.lastAnswer) + CensusRead.quiet
+        return now >= max(census.sentAt, census.lastAnswer) + census.quietTime
     }
 
     /// When the census settles at the latest, for the loop's wake-up.
     var censusDeadline: UInt64? {
         guard let census, !census.taken else { return nil }
-        return min(
-            census.sentAt + UInt64(options.censusWait * 1e9), max(census.sentAt, census.lastAnswer) + CensusRead.quiet)
+        let whole = census.sentAt + UInt64(options.censusWait * 1e9)
+        return options.censusWaitsWhole ? whole : min(whole, max(census.sentAt, census.lastAnswer) + census.quietTime)
     }
 
     /// Once the census settled, adds the hosts that answered and were not known to the read (with the status of their

@@ -115,9 +115,8 @@ final class FleetSession {
     var stepDeadline: UInt64?
     var probeToken: [UInt8]?
     var probeMessageID: Int32?
-    /// This read's census, once its request went out (FleetSession+Census.swift).
+    /// This read's census, once its request went out, and its SUBSCRIBE until answered (FleetSession+Census.swift).
     var census: CensusRead?
-    /// The SUBSCRIBE of the census answers, until answered; `nil` after a refusal.
     var censusSubscription: Int32?
 
     init(

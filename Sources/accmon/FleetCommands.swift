@@ -92,10 +92,12 @@ struct FleetOptions {
 
     /// What the reader reads: the hosts `--host` selects, in windows under `--broker-queue`.
     var readOptions: FleetReadOptions {
-        FleetReadOptions(
+        var options = FleetReadOptions(
             selection: FleetSelection(pattern: hostPattern),
             brokerQueue: brokerQueue ?? FleetReadOptions.defaultBrokerQueue,
             censusWait: censusWait ?? FleetReadOptions.defaultCensusWait)
+        options.censusWaitsWhole = censusWait != nil
+        return options
     }
 
     /// Whether a host is shown: `--host` names it or matches its name (shell wildcards).
@@ -130,9 +132,10 @@ struct FleetOptions {
                              the broker's login; the file must not be readable by every user
           --broker-queue N   with --broker: the messages the broker queues for one client (mosquitto's
                              max_queued_messages, default \(FleetReadOptions.defaultBrokerQueue)); reads stay under it
-          --census-wait S    with --broker: wait at most S seconds (default 1) for the bridges' answers to this
-                             reader's census, which finds the hosts the broker's retained store does not give it
-                             (a cluster node); 0: no census
+          --census-wait S    with --broker: wait S seconds for the bridges' answers to this reader's census, which
+                             finds the hosts the broker's retained store does not give it (a cluster node); 0: no
+                             census; without it, at most 1 s, ending 50 ms after the last answer once every host
+                             known online answered
         """
 }
 
