@@ -95,7 +95,9 @@ extension FleetSession {
         for (level, answer) in census!.answers.sorted(by: { $0.key < $1.key })
         where options.selection.includes(hostLevel: level) {
             if state.hosts[level]?.status == nil {
-                _ = state.apply(.status(hostLevel: level), payload: answer.status.payload, reporting: false)
+                _ = state.apply(
+                    .status(hostLevel: level), payload: answer.status.payload, reporting: false,
+                    at: follows ? monotonicNanoseconds() : nil)
             }
             guard !listed.contains(level) else { continue }
             listed.insert(level)

@@ -230,6 +230,8 @@ extension FleetSession {
                 // The retained store gave no status; the host's bridge answered the census.
                 if host == nil { host = FleetHost(level: level) }
                 host!.status = status
+                // A watcher holds it to its lease: no renewal, and the host goes stale (its bridge is on no node).
+                if follows { host!.leaseEnds = status.leaseSeconds.map { now + UInt64($0) * 1_000_000_000 } }
             }
             if phase == .following {
                 changes += state.takeRead(level: level, read: host)

@@ -90,6 +90,24 @@ extension BridgeProcessTests {
             #expect(await waitFor(#""type":"disconnect""#) { watch.stdout }, "\(watch.stdout)")
         }
 
+        /// A watcher on node B finds lab-1, whose bridge is on node A only, by the census; A killed with SIGKILL, the
+        /// bridge is on no node and its will is lost with A: the watcher shows lab-1 stale once its lease (3 s) ran
+        /// out, never online for ever.
+        @Test func aHostWhoseNodeDiesIsNotShownOnlineByAWatcherOfTheOtherNode() async throws {
+            let cluster = try await EjabberdCluster.start(bridges: ["lab-1"])
+            let lab1 = try await BridgedHost.start(name: "lab-1", on: cluster.a, settings: ["statusLeaseSeconds": "3"])
+            #expect(try await waitForFleet([lab1], broker: cluster.a).isEmpty, "\(lab1.logTail())")
+            let watch = try ChildProcess(
+                try Binaries.accmon, ["watch", "--broker", cluster.b.url, "--json"] + cluster.b.cliLogin(),
+                name: "watch", directory: cluster.b.directory)
+            #expect(await waitFor(#""type":"fleet""#) { watch.stdout }, "\(watch.stderr)")
+            #expect(watch.stdout.contains(#""host":"lab-1","state":"online""#), "\(watch.stdout)")
+            cluster.a.kill9()
+            #expect(
+                await waitFor(#""host":"lab-1","state":"stale""#, timeout: .seconds(10)) { watch.stdout },
+                "\(watch.stdout)")
+        }
+
         /// lab-1's bridge stopped; an accessory unplugged meanwhile; the bridge started again on node B, which shows it
         /// none of lab-1's topics: it deletes the one it published and no longer holds (the deletion reaches A's index
         /// too), publishes the others again, and says that the broker's view and its own disagree. Then a bridge on
