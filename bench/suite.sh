@@ -16,7 +16,7 @@
 # scale and sites suites' fleet, default 500 x 100).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SUITES="stream fanout memory startup instructions sysfs python mqtt scale sites hostile history claims dashboard bus open"
+SUITES="stream fanout memory startup instructions sysfs python mqtt scale sites census hostile history claims dashboard bus open"
 
 supports() {
     local suite=$1 bin=$2 source=$3
@@ -37,6 +37,8 @@ supports() {
         sites)
             grep -q 'accmon-centre.conf (on each site' "$source/docs/MQTT.md" 2>/dev/null \
                 || { echo "$source/docs/MQTT.md has no site configuration" >&2; return 1; } ;;
+        census)
+            "$bin/accmon" list --help 2>&1 | grep -q -- '--census-wait' || { echo "$bin/accmon has no --census-wait" >&2; return 1; } ;;
         hostile)
             # The attacks need the limits of issue 21 (without them accmond has no answer to the fd-limit attack).
             "$bin/accmond" --help 2>&1 | grep -q -- '--max-connections-per-user' \
@@ -74,6 +76,8 @@ run() {
                    --hosts "${BENCH_SCALE_HOSTS:-500}" --accessories "${BENCH_SCALE_ACCESSORIES:-100}" ;;
         sites) /usr/bin/python3 "$here/sites.py" "$bin" "$tools" --docs "$source/docs/MQTT.md" --repeats "$repeats" \
                    --hosts "${BENCH_SCALE_HOSTS:-500}" --accessories "${BENCH_SCALE_ACCESSORIES:-100}" ;;
+        census) /usr/bin/python3 "$here/census.py" "$bin" "$tools" --repeats "$repeats" \
+                    --hosts "${BENCH_SCALE_HOSTS:-500}" --accessories "${BENCH_SCALE_ACCESSORIES:-100}" ;;
         hostile) /usr/bin/python3 "$here/hostile.py" "$bin" --attack-seconds "${BENCH_HOSTILE_SECONDS:-20}" \
                      --rounds "$repeats" ;;
         history) /usr/bin/python3 "$here/history.py" "$bin" --rounds "$(( repeats > 5 ? repeats : 5 ))" ;;

@@ -53,8 +53,17 @@ public final class Bridge {
     private let broker: BrokerLink
     private var relay: EventRelay
     private var refusedPublications = 0
+    /// What the claim gateway answers a census with (``CensusBoard``), and what it was last told.
+    private let census: CensusBoard
+    private var censusShown = CensusBoard.Entry()
+    /// Where the topics the bridge published are kept across runs (``PublishedTopicsFile``), and what was saved last.
+    private var publishedFile: PublishedTopicsFile?
+    private var savedPublished: Set<String> = []
+    private var savedGrowth = 0
+    private var lastSave: UInt64 = 0
 
-    public init(configuration: BridgeConfiguration, identity: BridgeIdentity, logger: Logger) {
+    public init(configuration: BridgeConfiguration, identity: BridgeIdentity, census: CensusBoard, logger: Logger) {
+        self.census = census
         self.configuration = configuration
         self.logger = logger
         let host = configuration.host
@@ -83,10 +92,12 @@ public final class Bridge {
     /// (``SignalDescriptor/block(_:)``).
     public func run() throws(Errno) {
         let signals = try SignalDescriptor([SIGTERM, SIGINT])
+        let brokers = configuration.broker.addresses.map(\.description).joined(separator: ", ")
         logger.notice(
             .started,
-            "started: host '\(configuration.host)', broker \(configuration.broker.address), accmond "
+            "started: host '\(configuration.host)', broker \(brokers), accmond "
                 + "\(accmond.socketPath), prefix '\(configuration.topics.prefix)'")
+        loadPublished()
         var stopBegan: UInt64?
         var brokerStopped = false
         while true {
@@ -101,6 +112,7 @@ public final class Bridge {
                     brokerStopped = true
                 }
                 if broker.hasStopped {
+                    savePublished(now: now, force: true)
                     accmond.close()
                     logger.notice(.stopped, "stopped")
                     return
@@ -146,10 +158,57 @@ public final class Bridge {
                         now: after), now: after)
             }
             releaseAcknowledgements()
+            savePublished(now: after, force: false)
             // After this turn's publications: the status counts what they leave in the broker.
             broker.publishCount(relay.retainedCount, now: after)
+            updateCensus()
             if stopBegan == nil { accmond.setSuspended(!broker.isReady) }
             if accmond.wantsWrite { accmond.flush(now: after) }
+        }
+    }
+
+    /// Tells the census board what a census is answered with now: the status and count once synchronized.
+    private func updateCensus() {
+        let entry = CensusBoard.Entry(
+            status: broker.isReady ? broker.status : nil, accessories: relay.retainedCount,
+            digest: relay.digest)
+        guard entry != censusShown else { return }
+        censusShown = entry
+        census.set(entry)
+    }
+
+    /// Reads the topics earlier runs published, from the state directory.
+    private func loadPublished() {
+        guard let path = configuration.stateDirectory else { return }
+        do {
+            let file = try PublishedTopicsFile.open(path)
+            publishedFile = file
+            savedPublished = try file.read()
+            relay.adopt(savedPublished)
+        } catch {
+            logger.warning(
+                .bridgeReconciliation,
+                "state directory '\(path)': \(error): the topics earlier runs published are not known (a ghost "
+                    + "on a broker node that does not show them to this bridge stays)")
+        }
+    }
+
+    /// Saves the topics published when the set grew (at most once a second), or whenever it changed when `force`.
+    private func savePublished(now: UInt64, force: Bool) {
+        guard let publishedFile else { return }
+        if force {
+            guard relay.published != savedPublished else { return }
+        } else {
+            guard relay.publishedGrowth != savedGrowth, now >= lastSave + nanoseconds(1) else { return }
+        }
+        do {
+            try publishedFile.write(relay.published)
+            savedPublished = relay.published
+            savedGrowth = relay.publishedGrowth
+            lastSave = now
+        } catch {
+            logger.warning(.bridgeReconciliation, "cannot save '\(publishedFile.path)': \(error)")
+            lastSave = now
         }
     }
 
@@ -186,13 +245,23 @@ public final class Bridge {
             switch outcome {
             case .synchronized(let retained):
                 guard let publisher = broker.publisher else { continue }
-                let (notes, corrected) = relay.synchronized(retained: retained, publisher: publisher)
+                let (notes, corrected, unshown) = relay.synchronized(retained: retained, publisher: publisher)
                 log(notes)
+                if unshown > 0 {
+                    // Not clean: the broker's view and the bridge's own disagree.
+                    logger.warning(
+                        .bridgeReconciliation,
+                        "mqtt: the broker showed \(retained.count) retained accessory topics of host "
+                            + "'\(configuration.host)' but not \(unshown) that this bridge published and did not delete: "
+                            + "it does not serve every retained message to this client (a cluster node? docs/MQTT.md "
+                            + "§11); deleting those no longer connected, publishing the others again")
+                }
                 logger.info(
                     .bridgeReconciliation,
                     "mqtt: synchronized: \(retained.count) retained accessory topics read back, "
-                        + "\(corrected) corrected, "
+                        + "\(unshown) published and not shown, \(corrected) corrected, "
                         + "\(relay.view.count) accessories connected")
+                savePublished(now: now, force: true)
             case .published(let messageID, let error):
                 if let note = relay.confirmed(messageID, error: error) { log([note]) }
             case .lost:

@@ -7,7 +7,8 @@ import Glibc
 ///
 /// ```json5
 /// {
-///   "broker": "mqtts://broker.example.net:8883",   // required
+///   "broker": "mqtts://broker.example.net:8883",   // required; or a list of one broker's nodes or listeners:
+///                                                 // ["mqtts://node-a:8883", "mqtts://node-b:8883"]
 ///   "ca": "/etc/accmon/mqtt-ca.pem",              // mqtts:// only; default: the system's trust store
 ///   "certificate": "/etc/accmon/mqtt-client.pem", // with "key": a client certificate
 ///   "key": "/etc/accmon/mqtt-client.key",
@@ -18,6 +19,7 @@ import Glibc
 ///   "socket": "/run/accmon/accmon.sock",          // default: $ACCMON_SOCKET, else this
 ///   "keepAlive": 30,                              // seconds
 ///   "statusLeaseSeconds": 20,                     // the online status's lease, renewed every half of it
+///   "stateDirectory": "/var/lib/accmon-mqtt",     // default: $STATE_DIRECTORY (systemd), else none
 /// }
 /// ```
 public struct BridgeConfiguration: Sendable, Hashable {
@@ -44,12 +46,16 @@ public struct BridgeConfiguration: Sendable, Hashable {
     /// The lease of the host's online status: its MQTT 5 message expiry, renewed every half of it (docs/MQTT.md §3).
     public var statusLeaseSeconds = BridgeConfiguration.defaultStatusLeaseSeconds
 
+    /// Where the bridge keeps what must survive its restarts (the topics it published, docs/MQTT.md §4); `nil`:
+    /// nowhere. By default `$STATE_DIRECTORY` (systemd's `StateDirectory=`).
+    public var stateDirectory: String? = environmentValue("STATE_DIRECTORY").flatMap { $0.isEmpty ? nil : $0 }
+
     /// The status's lease by default: a host whose bridge or broker is gone without a will shows `stale` within it.
     public static let defaultStatusLeaseSeconds = 20
 
     static let keys = [
         "broker", "ca", "certificate", "key", "username", "passwordFile", "host", "prefix", "socket", "restoreID",
-        "keepAlive", "machineIDFile", "leaseSeconds", "renewSeconds", "statusLeaseSeconds",
+        "keepAlive", "machineIDFile", "leaseSeconds", "renewSeconds", "statusLeaseSeconds", "stateDirectory",
     ]
     static let refusals = [
         "password":
@@ -105,21 +111,16 @@ public struct BridgeConfiguration: Sendable, Hashable {
         guard let members = reader.members(of: root, known: keys, refusals: refusals) else {
             return .failure(ConfigurationProblems(reader.problems))
         }
-        var address: BrokerAddress?
+        var addresses: [BrokerAddress]?
         if let member = members["broker"] {
-            if let url = reader.string(member) {
-                switch BrokerAddress.parse(url) {
-                case .success(let parsed): address = parsed
-                case .failure(let problem): reader.report(member.value.position, "broker: \(problem.reason)")
-                }
-            }
+            addresses = reader.brokerAddresses(member)
         } else {
             reader.report(root.position, "broker: missing: name the broker, such as \"broker\": \"mqtt://localhost\"")
         }
         var tlsFiles: [(key: String, path: String, position: SourcePosition)] = []
         for key in ["ca", "certificate", "key"] {
             guard let member = members[key], let file = reader.string(member) else { continue }
-            if let address, !address.usesTLS {
+            if let address = addresses?.first, !address.usesTLS {
                 reader.report(member.value.position, "\(key): TLS files need an mqtts:// broker (broker is \(address))")
             }
             tlsFiles.append((key, file, member.value.position))
@@ -161,15 +162,17 @@ public struct BridgeConfiguration: Sendable, Hashable {
                 "renewSeconds: \(renewSeconds) is not below leaseSeconds (\(leaseSeconds)): a lease would end between renewals")
         }
         let statusLease = reader.integer(members["statusLeaseSeconds"], in: 2...3600) ?? defaultStatusLeaseSeconds
-        guard reader.problems.isEmpty, let address else { return .failure(ConfigurationProblems(reader.problems)) }
+        let stateDirectory = reader.string(members["stateDirectory"])
+        guard reader.problems.isEmpty, let addresses else { return .failure(ConfigurationProblems(reader.problems)) }
         let broker = BrokerSettings(
-            address: address, caFile: tlsFiles.first { $0.key == "ca" }?.path,
+            addresses: addresses, caFile: tlsFiles.first { $0.key == "ca" }?.path,
             certificateFile: tlsFiles.first { $0.key == "certificate" }?.path,
             keyFile: tlsFiles.first { $0.key == "key" }?.path, username: username, keepAliveSeconds: keepAlive)
-        let configuration = BridgeConfiguration(
+        var configuration = BridgeConfiguration(
             broker: broker, passwordFile: passwordFile, host: host, topics: FleetTopics(prefix: prefix),
             socketPath: socket, restoreID: restoreID, machineIDFile: machineIDFile, leaseSeconds: Double(leaseSeconds),
             renewSeconds: Double(renewSeconds), statusLeaseSeconds: statusLease)
+        if let stateDirectory { configuration.stateDirectory = stateDirectory }
         return .success(
             Parsed(
                 configuration: configuration, passwordFilePosition: members["passwordFile"]?.value.position,

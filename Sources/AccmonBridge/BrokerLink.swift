@@ -44,15 +44,17 @@ final class BrokerLink {
     /// How long after someone else's edit of the host's topics the synchronization that overwrites it starts.
     static let editSettling = nanoseconds(1)
 
-    private let settings: BrokerSettings
-    private let topics: FleetTopics
-    private let host: String
+    private let configured: BrokerSettings
+    /// Which of the broker's addresses is tried next (docs/MQTT.md §2).
+    private var rotation: BrokerRotation
+    let topics: FleetTopics
+    let host: String
     private let clientID: String
     /// This run's online status, without counts.
-    private let online: HostStatus
+    let online: HostStatus
     /// The online status last published (with the count last published).
-    private var current: HostStatus
-    private let logger: Logger
+    var current: HostStatus
+    let logger: Logger
     private(set) var client: MQTTClient?
     private var phase = Phase.idle
     private var retained: [String: [UInt8]] = [:]
@@ -65,14 +67,15 @@ final class BrokerLink {
     /// When the online status is next published again to renew its lease, while connected.
     private var renewalDue: UInt64?
     /// The message id of the host index entry published at the last connection.
-    private var indexMessageID: Int32?
+    var indexMessageID: Int32?
     private var indexRefusalLogged = false
 
     init(
         settings: BrokerSettings, topics: FleetTopics, host: String, clientID: String, online: HostStatus,
         logger: Logger
     ) {
-        self.settings = settings
+        configured = settings
+        rotation = BrokerRotation(settings.addresses)
         self.topics = topics
         self.host = host
         self.clientID = clientID
@@ -80,6 +83,9 @@ final class BrokerLink {
         current = online
         self.logger = logger
     }
+
+    /// The settings of the address connected to, or tried next.
+    private var settings: BrokerSettings { configured.connecting(to: rotation.current) }
 
     var isReady: Bool { if case .ready = phase { true } else { false } }
     var hasStopped: Bool { if case .stopped = phase { true } else { false } }
@@ -204,6 +210,7 @@ final class BrokerLink {
                 .bridgeBroker, "mqtt: connected to \(settings.address) as '\(clientID)'",
                 ["mqtt.host": host, "mqtt.attempts": String(backoff.failures + 1)])
             backoff.succeeded()
+            rotation.connected()
             lastFailure = ""
             current = online
             publishStatus(now: now)
@@ -325,7 +332,7 @@ final class BrokerLink {
     }
 
     /// Publishes the online status, with its lease as its message expiry; the next renewal is due in half the lease.
-    private func publishStatus(now: UInt64) {
+    func publishStatus(now: UInt64) {
         let lease = current.leaseSeconds
         renewalDue = lease.map { now + UInt64($0) * 500_000_000 }
         do {
@@ -345,44 +352,25 @@ final class BrokerLink {
         publishStatus(now: now)
     }
 
-    /// The host's entry in the host index, by which readers list a fleet too big for one read of every status.
-    private func publishIndexEntry() {
-        do {
-            indexMessageID = try client?.publish(
-                topic: topics.indexEntry(host: host), payload: HostIndex.payload(host: host), retained: true)
-        } catch {
-            logger.warning(.bridgeBroker, "mqtt: cannot publish the host index entry of host '\(host)': \(error)")
-        }
-    }
-
-    /// Someone else wrote this host's status: a late will of an earlier run, or another machine under this name.
-    private func checkStatus(_ payload: [UInt8], now: UInt64) {
-        let status = HostStatus.decode(payload)
-        if let status, status.state == .online, status.machineID != online.machineID {
-            logger.error(
-                .bridgeReconciliation,
-                "mqtt: another machine (machine id \(status.machineID)) publishes as host '\(host)': give each "
-                    + "machine its own host name (\"host\" in the configuration)")
-            return
-        }
-        guard status != current else { return }
-        let found = status.map { "\($0.state.rawValue), run \($0.runID)" } ?? "not a status"
-        logger.notice(
-            .bridgeReconciliation,
-            "mqtt: the status of host '\(host)' was overwritten (\(found)); publishing online again")
-        publishStatus(now: now)
-    }
-
     /// Drops the connection and schedules the next attempt.
     private func fail(_ error: MQTTError, now: UInt64) -> [Outcome] {
         let wasReady = isReady
         let hadClient = client != nil
         client = nil
+        let held = wasReady ? "; accmond keeps the events meanwhile" : ""
+        if rotation.failed() {
+            // Another address of the broker has not failed since the last connection: at once.
+            phase = .waiting(until: now)
+            logger.log(
+                wasReady || backoff.isWorthReporting ? .warning : .debug, .bridgeBroker,
+                error.message + held + "; trying \(rotation.current) at once", ["mqtt.error": error.code.rawValue])
+            lastFailure = error.message
+            return hadClient ? [.lost] : []
+        }
         let delay = backoff.failed()
         phase = .waiting(until: now + nanoseconds(delay))
-        let message =
-            error.message + (wasReady ? "; accmond keeps the events meanwhile" : "")
-            + "; reconnecting in \(delay) s (attempt \(backoff.failures))"
+        let next = rotation.addresses.count > 1 ? " (\(rotation.current))" : ""
+        let message = error.message + held + "; reconnecting in \(delay) s\(next) (attempt \(backoff.failures))"
         let level: LogLevel =
             error.code == .credentials || error.code == .tls || error.code == .notAuthorized
             ? .error : wasReady || backoff.isWorthReporting || error.message != lastFailure ? .warning : .debug

@@ -1,4 +1,5 @@
 public import AccmonJSON
+import AccmonMQTT
 
 /// One problem of the bridge's configuration file, as `file:line:column: reason` (the manifest's form).
 public struct ConfigurationProblem: Error, Sendable, Hashable, CustomStringConvertible {
@@ -94,5 +95,44 @@ struct ConfigurationReader {
             return nil
         }
         return number
+    }
+
+    /// The broker's addresses in `member` ("broker"): a URL, a comma-separated list of URLs, or an array of URLs, each
+    /// problem reported at its element; `nil` when any was reported.
+    mutating func brokerAddresses(_ member: PositionedJSON.Member) -> [BrokerAddress]? {
+        switch member.value.value {
+        case .string(let text):
+            switch BrokerAddress.parseList(text) {
+            case .success(let addresses): return addresses
+            case .failure(let problem):
+                report(member.value.position, "broker: \(problem.reason)")
+                return nil
+            }
+        case .array(let elements):
+            guard !elements.isEmpty else {
+                report(member.value.position, "broker: an empty list: name at least one broker URL")
+                return nil
+            }
+            var urls: [String] = []
+            for (number, element) in elements.enumerated() {
+                guard case .string(let url) = element.value else {
+                    report(
+                        element.position,
+                        "broker: element \(number + 1): expected a URL string, found \(element.typeDescription)")
+                    return nil
+                }
+                urls.append(url)
+                if case .failure(let problem) = BrokerAddress.parseList(urls) {
+                    report(element.position, "broker: element \(number + 1): \(problem.reason)")
+                    return nil
+                }
+            }
+            return try? BrokerAddress.parseList(urls).get()  // checked element by element above
+        default:
+            report(
+                member.value.position,
+                "broker: expected a URL or a list of URLs, found \(member.value.typeDescription)")
+            return nil
+        }
     }
 }

@@ -45,6 +45,14 @@ struct EventRelay {
     private var ledger = PublicationLedger<RelayedEvent>()
     /// The highest sequence number acknowledged in the current accmond session.
     private var acknowledged: UInt64 = 0
+    /// The retained accessory topics published with a payload and not deleted since, this run's and (``adopt(_:)``)
+    /// earlier runs': what the bridge deletes at a synchronization when not desired, whether or not the broker
+    /// showed them (a cluster node that does not serve every retained message, docs/MQTT.md §4).
+    private(set) var published: Set<String> = []
+    /// Grows by one whenever ``published`` gains a topic: when to save it.
+    private(set) var publishedGrowth = 0
+    /// What the retained topics published hold, as the census's digest (``Census/Digest``).
+    private var retainedHashes = Census.Digest()
     /// Whether a publication failed because the connection did (its loss is reported next): publish nothing more on
     /// it, so that nothing after the failed event can be acknowledged before it.
     private var connectionFailed = false
@@ -95,17 +103,25 @@ struct EventRelay {
         connectionFailed = false
     }
 
+    /// Takes the topics an earlier run published and did not delete (read from the state directory).
+    mutating func adopt(_ topics: Set<String>) { published.formUnion(topics) }
+
     /// The broker's retained accessory topics of this host were read back (`retained`, topic to payload): publishes
-    /// what makes them equal to ``view``, then the lines of the waiting events. Returns the notes and the number of
-    /// retained topics corrected.
+    /// what makes them equal to ``view``, then the lines of the waiting events. A topic this bridge published and did
+    /// not delete counts as retained even when the broker did not show it: deleted unless desired. Returns the notes,
+    /// the number of retained topics corrected, and the topics published that the broker did not show.
     mutating func synchronized(
         retained: [String: [UInt8]], publisher: any MessagePublisher
     ) -> (
-        notes: [RelayNote], corrected: Int
+        notes: [RelayNote], corrected: Int, unshown: Int
     ) {
         let desired = Dictionary(view.values.map { (topic(of: $0), Self.payload(of: $0)) }) { first, _ in first }
         let connections = Dictionary(view.values.map { (topic(of: $0), $0.connectionID) }) { first, _ in first }
-        let publications = RetainedReconciliation.publications(desired: desired, retained: retained)
+        var known = retained
+        let unshown = published.filter { retained[$0] == nil }
+        // Not an accessory object: never equal to a desired payload, so a desired topic is published again.
+        for topic in unshown { known[topic] = [0] }
+        let publications = RetainedReconciliation.publications(desired: desired, retained: known)
         connectionFailed = false
         unpublishable = []
         var notes: [RelayNote] = []
@@ -127,7 +143,7 @@ struct EventRelay {
                 notes += publish(relayed, retainedToo: false, publisher)
             }
         }
-        return (notes, publications.count)
+        return (notes, publications.count, unshown.count)
     }
 
     /// A PUBACK arrived for message `id`; `error` when the broker refused the publication.
@@ -142,6 +158,9 @@ struct EventRelay {
         acknowledged = released
         return released
     }
+
+    /// The digest of the retained accessory topics as published (a census answer's `digest`).
+    var digest: String { retainedHashes.text }
 
     /// The retained topic of a connection.
     func topic(of accessory: Accessory) -> String {
@@ -183,6 +202,12 @@ struct EventRelay {
     ) -> Bool {
         do {
             messages.append(try publisher.publish(topic: topic, payload: payload, retained: retained))
+            if retained { retainedHashes.set(topic, payload) }
+            if retained, payload.isEmpty {
+                published.remove(topic)
+            } else if retained, published.insert(topic).inserted {
+                publishedGrowth += 1
+            }
         } catch  where error.code == .invalidMessage {
             notes.append(.skipped(topic: topic, error))
             return false

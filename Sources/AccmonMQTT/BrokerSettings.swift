@@ -75,7 +75,11 @@ public struct BrokerURLProblem: Error, Sendable, Hashable, CustomStringConvertib
 
 /// How to reach and log in to a broker: its address, TLS files, credentials and keep-alive.
 public struct BrokerSettings: Sendable, Hashable {
+    /// The address a client connects to now: one of ``addresses``.
     public var address: BrokerAddress
+    /// Every address of the broker, in the order they are tried (docs/MQTT.md §2: one broker's nodes or listeners);
+    /// ``BrokerRotation`` moves ``address`` along it.
+    public var addresses: [BrokerAddress]
     /// PEM file of the certificate authorities to trust (`mqtts://`); the system's store when `nil`.
     public var caFile: String?
     /// PEM file of this client's certificate, when the broker asks for one.
@@ -93,12 +97,34 @@ public struct BrokerSettings: Sendable, Hashable {
         username: String? = nil, password: String? = nil, keepAliveSeconds: Int = 30
     ) {
         self.address = address
+        addresses = [address]
         self.caFile = caFile
         self.certificateFile = certificateFile
         self.keyFile = keyFile
         self.username = username
         self.password = password
         self.keepAliveSeconds = keepAliveSeconds
+    }
+}
+
+extension BrokerSettings {
+    /// The settings with the list `addresses` (not empty), connecting first to its first.
+    public init(
+        addresses: [BrokerAddress], caFile: String? = nil, certificateFile: String? = nil, keyFile: String? = nil,
+        username: String? = nil, password: String? = nil, keepAliveSeconds: Int = 30
+    ) {
+        precondition(!addresses.isEmpty, "a broker needs an address")
+        self.init(
+            address: addresses[0], caFile: caFile, certificateFile: certificateFile, keyFile: keyFile,
+            username: username, password: password, keepAliveSeconds: keepAliveSeconds)
+        self.addresses = addresses
+    }
+
+    /// These settings connecting to `address` (one of ``addresses``).
+    public func connecting(to address: BrokerAddress) -> BrokerSettings {
+        var settings = self
+        settings.address = address
+        return settings
     }
 }
 

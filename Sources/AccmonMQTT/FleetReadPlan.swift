@@ -126,7 +126,9 @@ struct FleetReadPlan {
         var again: [Host] = []
         for var host in window {
             let (received, counted) = found(host.level)
-            if counted == received || complete {
+            // A window that dropped nothing but brought fewer topics than the host's count is no whole read either:
+            // a broker (a cluster node) that does not serve every retained message, or a change meanwhile.
+            if counted == received || complete && (counted ?? 0) <= received {
                 if host.expected == nil { learn(counted ?? received) }
                 verdicts.append((host.level, .done))
                 continue

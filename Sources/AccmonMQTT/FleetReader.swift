@@ -25,9 +25,21 @@ public struct FleetReadOptions: Sendable, Hashable {
     /// The smallest queue the reader works with.
     public static let minimumBrokerQueue = 16
 
-    public init(selection: FleetSelection = .all, brokerQueue: Int = defaultBrokerQueue) {
+    /// The longest a read waits for census answers, in seconds (docs/MQTT.md §5); 0: no census.
+    public var censusWait: Double
+    /// Whether the read waits the whole ``censusWait`` (given explicitly), rather than ending the census once every
+    /// host known online answered and none answered for a moment.
+    public var censusWaitsWhole = false
+
+    /// How long a read waits for census answers by default.
+    public static let defaultCensusWait = 1.0
+
+    public init(
+        selection: FleetSelection = .all, brokerQueue: Int = defaultBrokerQueue, censusWait: Double = defaultCensusWait
+    ) {
         self.selection = selection
         self.brokerQueue = max(brokerQueue, Self.minimumBrokerQueue)
+        self.censusWait = max(0, censusWait)
     }
 }
 

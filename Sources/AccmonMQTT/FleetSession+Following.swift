@@ -59,10 +59,16 @@ extension FleetSession {
                 changes = []
                 continue
             } catch {
-                update(.connection("accmon: \(error.message); reconnecting in \(delay) s"))
+                if connected, rotation.addresses.count > 1 {
+                    // Lost: another node or listener of the broker at once (docs/MQTT.md §2).
+                    rotation.advance()
+                    update(.connection("accmon: \(error.message); reconnecting through \(rotation.current)"))
+                } else {
+                    update(.connection("accmon: \(error.message); reconnecting in \(delay) s"))
+                    usleep(useconds_t(delay * 1e6))
+                    delay = min(delay * 2, 10)
+                }
             }
-            usleep(useconds_t(delay * 1e6))
-            delay = min(delay * 2, 10)
             let shown = state
             do {
                 try synchronize()

@@ -12,11 +12,14 @@ extension FleetSession {
         incomplete = false
         decoding = follows ? nil : Decoding(decoder: AccessoryDecoder(handOver: eachHost))
         try connect()
+        try sendCensus()
         switch options.selection {
         case .named(let name):
             let level = FleetTopics.encodeLevel(name)
+            // Its census answer first: its count, where the broker serves no status (a cluster node).
+            if census != nil { try run { censusSettled(now: monotonicNanoseconds()) } }
             listed.insert(level)
-            plan.add(level: level, expected: nil)
+            plan.add(level: level, expected: censusCount(level: level))
         case .all, .matching:
             try readHostList()
         }
@@ -28,14 +31,18 @@ extension FleetSession {
         // What came before is of no host yet read (FleetSession+Following.swift, closeInterval).
         watching.previousInterval = 0
         watching.sinceMarker = 0
-        while !plan.isEmpty || !claimChecks.isEmpty || window != nil {
-            if window == nil, plan.isEmpty {
-                _ = try startClaimCheck()
-            } else if window == nil || chainDue {
-                try startHostWindow(plan.nextWindow())
+        repeat {
+            while !plan.isEmpty || !claimChecks.isEmpty || window != nil {
+                if window == nil, plan.isEmpty {
+                    _ = try startClaimCheck()
+                } else if window == nil || chainDue {
+                    try startHostWindow(plan.nextWindow())
+                }
+                try run { window == nil || chainDue }
             }
-            try run { window == nil || chainDue }
-        }
+            // The hosts the census found that the retained store did not give: read too.
+        } while try takeCensus()
+        noteUnansweredNamedHost()
         finishDecoding()
         changes = []
         phase = .following
@@ -185,7 +192,10 @@ extension FleetSession {
     private func finishHosts(_ hosts: [FleetReadPlan.Host], of window: FleetWindow, complete: Bool) {
         let fresh = window.fresh
         let verdicts = plan.finish(hosts, complete: complete) { level in
-            (window.accessoriesRead(level: level), fresh.hosts[level]?.status?.retainedCount(.accessories))
+            (
+                window.accessoriesRead(level: level),
+                fresh.hosts[level]?.status?.retainedCount(.accessories) ?? censusCount(level: level)
+            )
         }
         let now = monotonicNanoseconds()
         for (level, verdict) in verdicts {
@@ -199,7 +209,11 @@ extension FleetSession {
                 watching.givenUp[level] = expected
                 let name = FleetTopics.decodeLevel(level)
                 warnings.append(
-                    expected.map {
+                    complete
+                        ? "accmon: host '\(name)': its status counts \(expected ?? received) accessory topics, "
+                            + "\(received) read: the broker delivered no more, with nothing dropped (a cluster node "
+                            + "that does not serve every retained message? docs/MQTT.md §11)"
+                        : expected.map {
                         "accmon: host '\(name)': \(received) of its \($0) accessory topics read: the broker dropped the "
                             + "others (it queues at most \(brokerQueue) messages for a client); raise its "
                             + "max_queued_messages above \($0 + Self.uncountedPackets) (docs/MQTT.md §5)"
@@ -211,9 +225,16 @@ extension FleetSession {
             watching.lastRecheck[level] = now
             // Counts tell a dropped accessory topic, not a dropped claim topic.
             if !complete { claimChecks.append(level) }
-            let host = fresh.hosts[level] ?? (indexed.contains(level) ? FleetHost(level: level) : nil)
+            var host = fresh.hosts[level] ?? (indexed.contains(level) ? FleetHost(level: level) : nil)
+            if host?.status == nil, let status = censusStatus(level: level) {
+                // The retained store gave no status; the host's bridge answered the census.
+                if host == nil { host = FleetHost(level: level) }
+                host!.status = status
+                // A watcher holds it to its lease: no renewal, and the host goes stale (its bridge is on no node).
+                if follows { host!.leaseEnds = status.leaseSeconds.map { now + UInt64($0) * 1_000_000_000 } }
+            }
             if phase == .following {
-                changes += state.replaceHost(level: level, with: host)
+                changes += state.takeRead(level: level, read: host)
             } else {
                 state.setHost(level: level, to: host)
             }
@@ -232,5 +253,17 @@ extension FleetSession {
                 + "(docs/MQTT.md §5)")
         brokerQueue = smaller
         plan.budget = budget
+    }
+
+    /// `--host NAME`: a host for which the broker serves no status, and whose bridge did not answer the census, is
+    /// named, and the read is incomplete (docs/MQTT.md §5).
+    func noteUnansweredNamedHost() {
+        guard !follows, case .named(let name) = options.selection else { return }
+        let level = FleetTopics.encodeLevel(name)
+        guard state.hosts[level]?.status == nil else { return }
+        incomplete = true
+        warnings.append(
+            "accmon: host '\(name)': the broker serves no status for it and its bridge did not answer the census: "
+                + "unknown to this broker (or node), or its bridge is offline here (docs/MQTT.md §5)")
     }
 }

@@ -62,7 +62,9 @@ final class FleetSession {
     static let markerRetry: UInt64 = 1_000_000_000
     static let answerTimeout: UInt64 = 10_000_000_000
 
-    let settings: BrokerSettings
+    /// The settings of the address connected to (or tried next): one of the broker's, by ``rotation``.
+    var settings: BrokerSettings
+    var rotation: BrokerRotation
     let topics: FleetTopics
     let options: FleetReadOptions
     /// Whether the session follows changes after its first read (`watch`), so keeps what it subscribed to.
@@ -113,12 +115,16 @@ final class FleetSession {
     var stepDeadline: UInt64?
     var probeToken: [UInt8]?
     var probeMessageID: Int32?
+    /// This read's census, once its request went out, and its SUBSCRIBE until answered (FleetSession+Census.swift).
+    var census: CensusRead?
+    var censusSubscription: Int32?
 
     init(
         settings: BrokerSettings, topics: FleetTopics, options: FleetReadOptions, follows: Bool,
         eachHost: (@Sendable (FleetHost) -> Void)? = nil
     ) {
         self.settings = settings
+        rotation = BrokerRotation(settings.addresses)
         self.eachHost = eachHost
         self.topics = topics
         self.options = options
@@ -157,9 +163,15 @@ final class FleetSession {
                 _ = decoding?.decoder.finish()
                 decoding = nil
                 guard lostConnection, attempt < Self.readAttempts else { return .failure(error) }
-                notes.append("accmon: \(error.message); reading again in \(delay) s")
-                usleep(useconds_t(delay * 1e6))
-                delay *= 2
+                if rotation.addresses.count > 1 {
+                    // Another node or listener of the broker, at once.
+                    rotation.advance()
+                    notes.append("accmon: \(error.message); reading again through \(rotation.current)")
+                } else {
+                    notes.append("accmon: \(error.message); reading again in \(delay) s")
+                    usleep(useconds_t(delay * 1e6))
+                    delay *= 2
+                }
             }
         }
     }
@@ -167,10 +179,28 @@ final class FleetSession {
     /// How many times a one-time read is tried when the broker ends its connection in the middle of it.
     static let readAttempts = 4
 
-    /// A fresh connection: connected, the end-marker topic subscribed and the end marker echoed once (a QoS 1
-    /// publication, whose PUBACK tells a refusal by the ACL).
+    /// A fresh connection to the broker's current address, else to each next one in turn (docs/MQTT.md §2); throws
+    /// the last address's failure when none connects.
     func connect() throws(MQTTError) {
+        var tried = 0
+        while true {
+            settings = settings.connecting(to: rotation.current)
+            do {
+                try connectOnce()
+                return
+            } catch {
+                tried += 1
+                guard tried < rotation.addresses.count else { throw error }
+                rotation.advance()
+            }
+        }
+    }
+
+    /// A fresh connection to ``settings``'s address: connected, the end-marker topic subscribed and the end marker
+    /// echoed once (a QoS 1 publication, whose PUBACK tells a refusal by the ACL).
+    private func connectOnce() throws(MQTTError) {
         client = nil
+        census = nil
         connected = false
         lostConnection = false
         failure = nil
@@ -252,7 +282,7 @@ final class FleetSession {
         if let stepDeadline, now >= stepDeadline { throw noAnswer() }
         if phase == .following, window == nil, let due = try startFollowingRead(now: now) { return due }
         // The newest window's marker: when it comes back, an older marker that did not was dropped.
-        guard var newest = ahead ?? window else { return now + 1_000_000_000 }
+        guard var newest = ahead ?? window else { return min(now + 1_000_000_000, censusDeadline ?? .max) }
         let idle = now - min(newest.lastPacket, now)
         if idle >= Self.answerTimeout { throw noAnswer() }
         let mayHaveDropped = newest.packets + Self.uncountedPackets >= brokerQueue
@@ -289,6 +319,10 @@ final class FleetSession {
         case .subscribed(let messageID, let refused):
             countPacket()
             if messageID == awaitedSubscription { awaitedSubscription = nil }
+            if messageID == censusSubscription {
+                if !refused.isEmpty { censusSubscription = nil }
+                return
+            }
             if messageID == window?.subscribeID { window?.subscribed = true }
             if messageID == ahead?.subscribeID { ahead?.subscribed = true }
             if !refused.isEmpty {
@@ -313,7 +347,9 @@ final class FleetSession {
             break
         case .message(let topic, let payload, _, let properties):
             countPacket()
-            if topic == markerTopic {
+            if censusMessage(topic: topic, payload: payload, properties: properties) {
+                return
+            } else if topic == markerTopic {
                 marker(payload)
             } else if let parsed = topics.parse(topic) {
                 message(parsed, payload: payload, expiry: properties.expirySeconds)

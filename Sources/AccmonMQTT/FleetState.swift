@@ -21,6 +21,10 @@ public struct FleetHost: Sendable, Hashable {
     /// Whether its lease ran out unrenewed: its bridge, or the broker between it and this reader, is gone without a
     /// will. The last status stays known, but the host is not shown online.
     public var stale = false
+    /// The connections shown that a read of the host again did not find, while the host's count says it holds more
+    /// than the read found: kept, not shown as gone, until the broker deletes their topics or the host's count says
+    /// they are gone (docs/MQTT.md §5).
+    public var unconfirmed: Set<UInt64> = []
 
     /// `online`, `offline`, `stale` (an online status whose lease ran out), or `unknown` for a host with no status
     /// message (none published, or the broker expired it).
@@ -35,7 +39,7 @@ public struct FleetHost: Sendable, Hashable {
 
 extension FleetHost {
     /// A host known by its topic level only, with nothing yet.
-    init(level: String) {
+    public init(level: String) {
         self.init(level: level, name: FleetTopics.decodeLevel(level))
     }
 }
@@ -51,6 +55,10 @@ public enum FleetChange: Sendable, Hashable {
     /// A host's status changed (`nil`: its status message was deleted); without its counts. `stale`: its lease ran
     /// out (the status is the last one known).
     case status(host: String, HostStatus?, stale: Bool = false)
+    /// An accessory shown that a read of its host again did not find: perhaps gone, not confirmed (docs/MQTT.md §5).
+    case unconfirmed(host: String, Accessory)
+    /// An unconfirmed accessory found again.
+    case confirmed(host: String, Accessory)
 }
 
 /// The fleet's state, folded from retained messages on its topics. Pure: no I/O.
@@ -96,8 +104,10 @@ public struct FleetState: Sendable, Hashable {
             hosts[level]!.stale = false
             guard previous != status || wasStale else { return [] }
             hosts[level]!.status = status
-            guard reporting, previous?.withoutCounts != status?.withoutCounts || wasStale else { return [] }
-            return [.status(host: hosts[level]!.name, status?.withoutCounts)]
+            // The host's count says the unconfirmed accessories are gone: they are.
+            let gone = Self.settleUnconfirmed(in: &hosts[level]!, reporting: reporting)
+            guard reporting, previous?.withoutCounts != status?.withoutCounts || wasStale else { return gone }
+            return gone + [.status(host: hosts[level]!.name, status?.withoutCounts)]
         case .accessory(let level, _, let connection):
             let accessory = payload.isEmpty ? nil : Self.accessory(payload)
             if !payload.isEmpty && accessory == nil { unreadable += 1 }
@@ -130,10 +140,12 @@ public struct FleetState: Sendable, Hashable {
             } else {
                 host.accessories.removeValue(forKey: connection)
             }
+        let wasUnconfirmed = host.unconfirmed.remove(connection) != nil
         guard reporting else { return [] }
         switch (previous, accessory) {
         case (nil, nil): return []
-        case (let previous?, let accessory?) where previous == accessory: return []
+        case (let previous?, let accessory?) where previous == accessory:
+            return wasUnconfirmed ? [.confirmed(host: host.name, accessory)] : []
         default:
             let claim = host.claims[connection]
             var changes: [FleetChange] = []
@@ -170,6 +182,52 @@ public struct FleetState: Sendable, Hashable {
         new.hosts[level] = host
         hosts[level] = host
         return old.changes(to: new)
+    }
+
+    /// Takes a read of one host again while following: as ``replaceHost(level:with:)``, except that an accessory
+    /// shown that the read did not find stays, ``FleetHost/unconfirmed``, when the host's count (its status's, or the
+    /// one shown when the read found no status) says it holds more than the read found: a cluster node that does not
+    /// serve every retained message, or a dropped read, is no disconnection (docs/MQTT.md §5). A status the read did
+    /// not find is kept while its lease runs (its deletion, or the lease's end, says more).
+    public mutating func takeRead(level: String, read: FleetHost?) -> [FleetChange] {
+        guard let shown = hosts[level] else { return replaceHost(level: level, with: read) }
+        var merged = read ?? FleetHost(level: level)
+        if merged.status == nil, shown.status != nil, !shown.stale {
+            merged.status = shown.status
+            merged.leaseEnds = shown.leaseEnds
+        }
+        let found = read?.accessories.count ?? 0
+        let whole = merged.status?.retainedCount(.accessories).map { found >= $0 } ?? (read != nil)
+        var newlyUnconfirmed: [Accessory] = []
+        if !whole {
+            for (connection, accessory) in shown.accessories where merged.accessories[connection] == nil {
+                merged.accessories[connection] = accessory
+                if merged.claims[connection] == nil { merged.claims[connection] = shown.claims[connection] }
+                merged.unconfirmed.insert(connection)
+                if !shown.unconfirmed.contains(connection) { newlyUnconfirmed.append(accessory) }
+            }
+        }
+        let foundAgain = shown.unconfirmed.filter { read?.accessories[$0] != nil }.sorted()
+        var changes = replaceHost(level: level, with: merged)
+        changes += foundAgain.compactMap { merged.accessories[$0].map { .confirmed(host: merged.name, $0) } }
+        changes += newlyUnconfirmed.sorted { $0.connectionID.rawValue < $1.connectionID.rawValue }.map {
+            .unconfirmed(host: merged.name, $0)
+        }
+        return changes
+    }
+
+    /// Drops a host's unconfirmed accessories once its status counts exactly the others: the host says they are gone.
+    private static func settleUnconfirmed(in host: inout FleetHost, reporting: Bool) -> [FleetChange] {
+        guard !host.unconfirmed.isEmpty, let counted = host.status?.retainedCount(.accessories),
+            counted == host.accessories.count - host.unconfirmed.count
+        else { return [] }
+        var changes: [FleetChange] = []
+        for connection in host.unconfirmed.sorted() {
+            guard let accessory = host.accessories.removeValue(forKey: connection) else { continue }
+            if reporting { changes.append(.disconnected(host: host.name, accessory, claim: host.claims[connection])) }
+        }
+        host.unconfirmed = []
+        return changes
     }
 
     /// Replaces the claims of one host shown, as a fresh read of its claim topics found them; returns what a watcher

@@ -26,12 +26,30 @@ public final class RemoteClaimClient {
 
     /// Connects and, with a user name, subscribes to the user's replies on every host (without one it only reads);
     /// throws when the broker refuses or does not answer within `timeout` seconds.
+    /// With several addresses (a broker's nodes or listeners, docs/MQTT.md §2), each is tried in turn until one
+    /// connects; the last one's failure is thrown.
     public init(settings: BrokerSettings, topics: FleetTopics, clientID: String, timeout: Double = 10) throws(MQTTError) {
-        let user = settings.username ?? ""
-        self.user = user
+        user = settings.username ?? ""
         self.topics = topics
         self.clientID = clientID
-        client = try MQTTClient(clientID: clientID, settings: settings)
+        var failure: MQTTError?
+        client = try MQTTClient(clientID: clientID, settings: settings.connecting(to: settings.addresses[0]))
+        for (number, address) in settings.addresses.enumerated() {
+            let attempt = settings.connecting(to: address)
+            do {
+                if number > 0 { client = try MQTTClient(clientID: clientID, settings: attempt) }
+                try handshake(attempt, timeout: timeout)
+                return
+            } catch {
+                failure = error
+            }
+        }
+        throw failure ?? MQTTError(.unreachable, "mqtt: no broker address")
+    }
+
+    /// Connects to `settings`' address and subscribes to the user's replies.
+    private func handshake(_ settings: BrokerSettings, timeout: Double) throws(MQTTError) {
+        connected = false
         try client.connect(address: settings.address, keepAliveSeconds: settings.keepAliveSeconds)
         let deadline = monotonicNanoseconds() + UInt64(timeout * 1e9)
         var subscription: Int32?

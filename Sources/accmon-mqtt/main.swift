@@ -45,8 +45,9 @@ case .failure(let problems):
     exit(65)
 }
 if check {
+    let brokers = configuration.broker.addresses.map(\.description).joined(separator: ", ")
     write(
-        "ok: \(configPath): broker \(configuration.broker.address), host '\(configuration.host)', "
+        "ok: \(configPath): broker \(brokers), host '\(configuration.host)', "
             + "prefix '\(configuration.topics.prefix)'\n", to: .standardOutput)
     exit(0)
 }
@@ -57,8 +58,9 @@ let (identity, warning) = BridgeIdentity.current(machineIDFile: configuration.ma
 if let warning { logger.warning(.configuration, warning) }
 do {
     // Claims across the fleet, on a thread of their own beside the event path.
-    try ClaimGateway(configuration: configuration, identity: identity, logger: logger).start()
-    try Bridge(configuration: configuration, identity: identity, logger: logger).run()
+    let census = CensusBoard()
+    try ClaimGateway(configuration: configuration, identity: identity, census: census, logger: logger).start()
+    try Bridge(configuration: configuration, identity: identity, census: census, logger: logger).run()
 } catch {
     logger.critical(.startFailed, "cannot run: \(error)")
     exit(1)

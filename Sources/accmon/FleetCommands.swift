@@ -14,6 +14,7 @@ struct FleetOptions {
     var username: String?
     var passwordFile: String?
     var brokerQueue: Int?
+    var censusWait: Double?
 
     /// Consumes `option` if it is a fleet option; returns whether it was.
     mutating func parse(_ option: String, _ arguments: inout OptionCursor) throws(UsageError) -> Bool {
@@ -34,6 +35,12 @@ struct FleetOptions {
                         + "\(FleetReadOptions.minimumBrokerQueue)")
             }
             brokerQueue = value
+        case "--census-wait":
+            let text = try arguments.value(for: option)
+            guard let value = Double(text), value >= 0, value <= 60 else {
+                throw UsageError("--census-wait: '\(text)': not a number of seconds from 0 to 60")
+            }
+            censusWait = value
         case "--password":
             throw UsageError("--password: a password on the command line is visible to every user; use --password-file")
         default: return false
@@ -46,13 +53,16 @@ struct FleetOptions {
         guard let url else {
             let given =
                 [hostPattern, caFile, certificateFile, keyFile, username, passwordFile].contains { $0 != nil }
-                || brokerQueue != nil
+                || brokerQueue != nil || censusWait != nil
             if given || prefix != FleetTopics.defaultPrefix {
-                throw UsageError("--host, --prefix, --broker-queue and the broker's login options need --broker URL")
+                throw UsageError(
+                    "--host, --prefix, --broker-queue, --census-wait and the broker's login options need --broker URL")
             }
             return false
         }
-        if case .failure(let problem) = BrokerAddress.parse(url) { throw UsageError("--broker: \(problem.reason)") }
+        if case .failure(let problem) = BrokerAddress.parseList(url) {
+            throw UsageError("--broker: \(problem.reason)")
+        }
         if let problem = FleetTopics.problem(withPrefix: prefix) { throw UsageError("--prefix: \(problem)") }
         if restoreID != nil { throw UsageError("--restore-id does not go with --broker") }
         if all { throw UsageError("--all does not go with --broker (the fleet shows what each bridge may see)") }
@@ -63,11 +73,11 @@ struct FleetOptions {
 
     /// The broker settings, with the password read from its file.
     func settings() throws(AccmonError) -> BrokerSettings {
-        guard let url, case .success(let address) = BrokerAddress.parse(url) else {
+        guard let url, case .success(let addresses) = BrokerAddress.parseList(url) else {
             preconditionFailure("validate(restoreID:all:) checked --broker")
         }
         var settings = BrokerSettings(
-            address: address, caFile: caFile, certificateFile: certificateFile, keyFile: keyFile, username: username)
+            addresses: addresses, caFile: caFile, certificateFile: certificateFile, keyFile: keyFile, username: username)
         if let passwordFile {
             do {
                 settings.password = try PasswordFile.read(passwordFile)
@@ -82,9 +92,12 @@ struct FleetOptions {
 
     /// What the reader reads: the hosts `--host` selects, in windows under `--broker-queue`.
     var readOptions: FleetReadOptions {
-        FleetReadOptions(
+        var options = FleetReadOptions(
             selection: FleetSelection(pattern: hostPattern),
-            brokerQueue: brokerQueue ?? FleetReadOptions.defaultBrokerQueue)
+            brokerQueue: brokerQueue ?? FleetReadOptions.defaultBrokerQueue,
+            censusWait: censusWait ?? FleetReadOptions.defaultCensusWait)
+        options.censusWaitsWhole = censusWait != nil
+        return options
     }
 
     /// Whether a host is shown: `--host` names it or matches its name (shell wildcards).
@@ -92,7 +105,9 @@ struct FleetOptions {
 
     /// The fleet options of `claim` and `claims`.
     static let claimHelp = """
-          --broker URL       claim through the fleet's MQTT broker (mqtt://HOST[:PORT] or mqtts://HOST[:PORT])
+          --broker URL[,URL...]
+                             claim through the fleet's MQTT broker (mqtt://HOST[:PORT] or mqtts://HOST[:PORT]);
+                             several URLs: one broker's nodes or listeners, the next tried when one fails
           --host GLOB        with --broker: only hosts whose name matches (shell wildcards)
           --prefix PREFIX    with --broker: the topic prefix (default \(FleetTopics.defaultPrefix))
           --ca FILE, --certificate FILE, --key FILE
@@ -102,9 +117,11 @@ struct FleetOptions {
         """
 
     static let help = """
-          --broker URL       show every host's accessories from the MQTT broker's retained topics (mqtt://HOST[:PORT]
+          --broker URL[,URL...]
+                             show every host's accessories from the MQTT broker's retained topics (mqtt://HOST[:PORT]
                              or mqtts://HOST[:PORT]), with a HOST column; offline hosts are shown as such, and
-                             stale those whose status's lease ran out
+                             stale those whose status's lease ran out; several URLs: one broker's nodes or
+                             listeners, the next tried when one cannot be reached or drops the reader
           --host GLOB        with --broker: only hosts whose name matches (shell wildcards); only their topics
                              are read (a name without wildcards: that host's alone)
           --prefix PREFIX    with --broker: the topic prefix (default \(FleetTopics.defaultPrefix))
@@ -115,6 +132,10 @@ struct FleetOptions {
                              the broker's login; the file must not be readable by every user
           --broker-queue N   with --broker: the messages the broker queues for one client (mosquitto's
                              max_queued_messages, default \(FleetReadOptions.defaultBrokerQueue)); reads stay under it
+          --census-wait S    with --broker: wait S seconds for the bridges' answers to this reader's census, which
+                             finds the hosts the broker's retained store does not give it (a cluster node); 0: no
+                             census; without it, at most 1 s, ending 50 ms after the last answer once every host
+                             known online answered
         """
 }
 
@@ -260,6 +281,15 @@ extension FleetOptions {
                     json
                     ? jsonLine(
                         AccessoryLine(type: type, host: host, accessory: FleetAccessory(accessory, claim: claim)))
+                    : humanLine(type, accessory, host: host, style: style)
+            case .unconfirmed(let host, let accessory), .confirmed(let host, let accessory):
+                // Not a disconnection: a read of the host again did not find it, or found it again (docs/MQTT.md §5).
+                guard shows(host: host), filter.matches(accessory) else { continue }
+                let type: String
+                if case .unconfirmed = change { type = "unconfirmed" } else { type = "confirmed" }
+                text +=
+                    json
+                    ? jsonLine(AccessoryLine(type: type, host: host, accessory: FleetAccessory(accessory, claim: nil)))
                     : humanLine(type, accessory, host: host, style: style)
             case .status(let host, let status, let stale):
                 guard shows(host: host) else { continue }

@@ -75,7 +75,7 @@ import Testing
         #expect(usage.termination == .exited(64), "\(usage)")
         #expect(
             usage.stderr.hasPrefix(
-                "Error: --host, --prefix, --broker-queue and the broker's login options need --broker URL"))
+                "Error: --host, --prefix, --broker-queue, --census-wait and the broker's login options need --broker URL"))
         let queue = try await run(
             try Binaries.accmon, ["list", "--broker", "mqtt://127.0.0.1:\(port)", "--broker-queue", "3"], in: directory)
         #expect(queue.termination == .exited(64), "\(queue)")

@@ -102,7 +102,8 @@ private func parsed(_ text: String) throws -> BridgeConfiguration {
         ])
     #expect(
         problems(#"{"broker": "mqtt://x", "host": "a\u0007b"}"#) == ["mqtt.json:1:32: host: holds a control character"])
-    #expect(problems(#"{"broker": 1883}"#) == ["mqtt.json:1:12: broker: expected a string, found a number"])
+    #expect(
+        problems(#"{"broker": 1883}"#) == ["mqtt.json:1:12: broker: expected a URL or a list of URLs, found a number"])
     #expect(problems("[]") == ["mqtt.json:1:1: the configuration must be a JSON object, found an array"])
     #expect(
         problems("{\"broker\": \"mqtt://x\",\n  'host': 1}") == [
@@ -162,5 +163,43 @@ private func parsed(_ text: String) throws -> BridgeConfiguration {
     #expect(
         problems(#"{"broker": "mqtt://x", "statusLeaseSeconds": 1}"#) == [
             "mqtt.json:1:46: statusLeaseSeconds: expected a whole number from 2 to 3600"
+        ])
+}
+
+@Test func theBrokerMayBeAListOfOneBrokersNodes() throws {
+    let nodeA = BrokerAddress(host: "node-a", port: 1883, usesTLS: false)
+    let nodeB = BrokerAddress(host: "node-b", port: 1884, usesTLS: false)
+    let array = try parsed(#"{"broker": ["mqtt://node-a", "mqtt://node-b:1884"]}"#)
+    #expect(array.broker.addresses == [nodeA, nodeB])
+    #expect(array.broker.address == nodeA)
+    let listed = try parsed(#"{"broker": "mqtt://node-a, mqtt://node-b:1884"}"#)
+    #expect(listed.broker.addresses == [nodeA, nodeB])
+    #expect(try parsed(#"{"broker": "mqtt://node-a"}"#).broker.addresses == [nodeA])
+}
+
+@Test func aBadBrokerListIsNamedAtItsElement() {
+    #expect(problems(#"{"broker": []}"#) == ["mqtt.json:1:12: broker: an empty list: name at least one broker URL"])
+    #expect(
+        problems("{\"broker\": [\"mqtt://a\",\n  \"http://b\"]}") == [
+            "mqtt.json:2:3: broker: element 2: 'http://b' is not a broker URL "
+                + "(expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT])"
+        ])
+    #expect(
+        problems(#"{"broker": ["mqtt://a", 7]}"#) == [
+            "mqtt.json:1:25: broker: element 2: expected a URL string, found a number"
+        ])
+    #expect(
+        problems(#"{"broker": ["mqtt://a", "mqtt://a:1883"]}"#) == [
+            "mqtt.json:1:25: broker: element 2: 'mqtt://a:1883': given twice (as mqtt://a:1883)"
+        ])
+    #expect(
+        problems(#"{"broker": ["mqtt://a", "mqtts://b"]}"#) == [
+            "mqtt.json:1:25: broker: element 2: 'mqtts://b': mqtt:// and mqtts:// in one list: the list is one "
+                + "broker's nodes or listeners, with one login and one set of TLS files"
+        ])
+    #expect(problems(#"{"broker": "mqtt://a,,mqtt://b"}"#) == ["mqtt.json:1:12: broker: URL 2 of 3 is empty"])
+    #expect(
+        problems(#"{"broker": {"url": "mqtt://a"}}"#) == [
+            "mqtt.json:1:12: broker: expected a URL or a list of URLs, found an object"
         ])
 }

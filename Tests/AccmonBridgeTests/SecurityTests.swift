@@ -17,8 +17,12 @@ struct SecuredBroker {
         # Each host's credentials: its own subtree only.
         user lab-1
         topic readwrite accmon/lab-1/#
+        topic read accmon/$census/+
+        topic write accmon/$readers/+/census
         user lab-2
         topic readwrite accmon/lab-2/#
+        topic read accmon/$census/+
+        topic write accmon/$readers/+/census
         # Readers: read everything under accmon/.
         user reader
         topic read accmon/#
@@ -26,6 +30,9 @@ struct SecuredBroker {
         pattern write accmon/$readers/%c
         # Each host's entry in the host index, under its own name (its user's).
         pattern write accmon/$hosts/+/%u
+        # The census: readers' requests and answers under their client id.
+        pattern write accmon/$census/%c
+        pattern read accmon/$readers/%c/#
 
         """
 

@@ -97,3 +97,49 @@ import Testing
         #expect { try PasswordFile.read(long) } throws: { "\($0)".hasPrefix("longer than 4096 bytes") }
     }
 }
+
+@Test func aCommaSeparatedBrokerListGivesEachAddressInOrder() throws {
+    let list = try BrokerAddress.parseList("mqtt://a:1883, mqtt://b:1884 ,mqtt://[::1]").get()
+    #expect(
+        list == [
+            BrokerAddress(host: "a", port: 1883, usesTLS: false), BrokerAddress(host: "b", port: 1884, usesTLS: false),
+            BrokerAddress(host: "::1", port: 1883, usesTLS: false),
+        ])
+    let cases: [(String, String)] = [
+        ("", "URL 1 of 1 is empty"),
+        ("mqtt://a,", "URL 2 of 2 is empty"),
+        ("mqtt://a,ftp://b", "'ftp://b' is not a broker URL"),
+        ("mqtt://a,mqtt://a:1883", "'mqtt://a:1883': given twice (as mqtt://a:1883)"),
+        ("mqtts://a,mqtt://b", "mqtt:// and mqtts:// in one list"),
+    ]
+    for (text, reason) in cases {
+        guard case .failure(let problem) = BrokerAddress.parseList(text) else {
+            Issue.record("'\(text)' was accepted")
+            continue
+        }
+        #expect(problem.reason.contains(reason), "\(text): \(problem.reason)")
+    }
+}
+
+@Test func aRotationTriesTheNextAddressAtOnceThenBacksOffOnceEveryOneFailed() {
+    let a = BrokerAddress(host: "a", port: 1883, usesTLS: false)
+    let b = BrokerAddress(host: "b", port: 1883, usesTLS: false)
+    var rotation = BrokerRotation([a, b])
+    #expect(rotation.current == a)
+    // a dropped: b at once; b fails too: back off, then a.
+    #expect(rotation.failed() == true)
+    #expect(rotation.current == b)
+    #expect(rotation.failed() == false)
+    #expect(rotation.current == a)
+    // A new round after the back-off: a fails, b at once, b connects; dropped later: a at once.
+    #expect(rotation.failed() == true)
+    rotation.connected()
+    #expect(rotation.current == b)
+    #expect(rotation.failed() == true)
+    #expect(rotation.current == a)
+    // One address: always back off, as before lists.
+    var single = BrokerRotation([a])
+    #expect(single.failed() == false)
+    #expect(single.failed() == false)
+    #expect(single.current == a)
+}

@@ -105,6 +105,7 @@ private struct WatcherView: Equatable {
                 #expect(accessories[host]?.remove(FleetAccessory(accessory, claim: claim)) != nil, "shown before")
                 if accessories[host]?.isEmpty == true { accessories[host] = nil }
             case .status(let host, let status, _): statuses[host] = status
+            case .unconfirmed, .confirmed: break  // still shown either way
             }
         }
     }
@@ -315,4 +316,57 @@ private struct WatcherView: Equatable {
     var stale = state
     _ = stale.markStale(level: "lab-1")
     #expect(state.changes(to: stale) == [.status(host: "lab-1", online.withoutCounts, stale: true)])
+}
+
+/// A watcher reads a host again and finds less than the host's count says (a cluster node that does not serve every
+/// retained message): what it showed stays, unconfirmed, never a disconnection it did not see; the broker's deletion
+/// or the host's count settles it, and a read that finds it again confirms it.
+@Test func anAccessoryMissingFromAReadAgainIsUnconfirmedNotGone() {
+    var state = FleetState(topics: topics)
+    let sticks = (1...3).map {
+        Accessory(kind: .usb, connectionID: ConnectionID(UInt64($0)), name: "s\($0)", vendorID: "1209", productID: "0001")
+    }
+    func topic(_ accessory: Accessory) -> String {
+        topics.accessory(host: "lab-1", accessoryID: accessory.accessoryID, connectionID: accessory.connectionID.rawValue)
+    }
+    var counted = status("lab-1", .online)
+    counted.retained = ["accessories": 3]
+    _ = state.apply(topic: topics.status(host: "lab-1"), payload: counted.payload)
+    for stick in sticks { _ = state.apply(topic: topic(stick), payload: objectPayload(stick)) }
+
+    // The read again found only the first, and no status: two unconfirmed, the status kept.
+    var read = FleetHost(level: "lab-1")
+    read.accessories[1] = sticks[0]
+    var changes = state.takeRead(level: "lab-1", read: read)
+    #expect(changes == [.unconfirmed(host: "lab-1", sticks[1]), .unconfirmed(host: "lab-1", sticks[2])])
+    #expect(state.hosts["lab-1"]?.accessories.count == 3 && state.hosts["lab-1"]?.status == counted)
+    #expect(state.hosts["lab-1"]?.unconfirmed == [2, 3])
+    // The same read again says nothing new.
+    #expect(state.takeRead(level: "lab-1", read: read) == [])
+
+    // The broker confirms one deletion: a disconnection.
+    changes = state.apply(topic: topic(sticks[1]), payload: [])
+    #expect(changes == [.disconnected(host: "lab-1", sticks[1])])
+    // A read finds the third again: confirmed.
+    read.accessories[3] = sticks[2]
+    changes = state.takeRead(level: "lab-1", read: read)
+    #expect(changes == [.confirmed(host: "lab-1", sticks[2])])
+    #expect(state.hosts["lab-1"]?.unconfirmed == [])
+
+    // Unconfirmed again, then the host's count says it is gone: the host said so.
+    read.accessories[3] = nil
+    #expect(state.takeRead(level: "lab-1", read: read) == [.unconfirmed(host: "lab-1", sticks[2])])
+    var one = counted
+    one.retained = ["accessories": 1]
+    changes = state.apply(topic: topics.status(host: "lab-1"), payload: one.payload)
+    #expect(changes == [.disconnected(host: "lab-1", sticks[2])])
+    #expect(state.hosts["lab-1"]?.accessories.keys.sorted() == [1])
+
+    // A read whole by the host's count is believed: what it lacks is gone.
+    _ = state.apply(topic: topic(sticks[1]), payload: objectPayload(sticks[1]))
+    var whole = FleetHost(level: "lab-1")
+    whole.status = one
+    whole.accessories[2] = sticks[1]
+    changes = state.takeRead(level: "lab-1", read: whole)
+    #expect(changes == [.disconnected(host: "lab-1", sticks[0])])
 }

@@ -25,7 +25,11 @@ public final class ClaimGateway {
     var requestSubscription: Int32?
     var takingRequests = false
     var brokerRetry: UInt64 = 0
+    /// What the bridge's loop says a census is answered with.
+    let census: CensusBoard
     var brokerBackoff = Backoff(ceilingSeconds: 10)
+    /// Which of the broker's addresses is tried next (docs/MQTT.md §2).
+    lazy var rotation = BrokerRotation(configuration.broker.addresses)
     var leases: LeaseBook
     var nonces = NonceMemory()
     /// Requests sent to accmond, by request id, with where their answer goes.
@@ -55,7 +59,8 @@ public final class ClaimGateway {
         var correlation: [UInt8]?
     }
 
-    public init(configuration: BridgeConfiguration, identity: BridgeIdentity, logger: Logger) {
+    public init(configuration: BridgeConfiguration, identity: BridgeIdentity, census: CensusBoard, logger: Logger) {
+        self.census = census
         self.configuration = configuration
         self.logger = logger
         host = configuration.host
@@ -116,12 +121,25 @@ public final class ClaimGateway {
     private func connectBrokerIfDue(now: UInt64) {
         guard client == nil, now >= brokerRetry else { return }
         do {
-            let made = try MQTTClient(clientID: clientID, settings: configuration.broker)
-            try made.connect(address: configuration.broker.address, keepAliveSeconds: configuration.broker.keepAliveSeconds)
+            let settings = configuration.broker.connecting(to: rotation.current)
+            let made = try MQTTClient(clientID: clientID, settings: settings)
+            try made.connect(address: settings.address, keepAliveSeconds: settings.keepAliveSeconds)
             client = made
         } catch {
             brokerFailed(error, now: now)
         }
+    }
+
+    /// Answers a reader's census on its response topic (only a reader's census topic), once the bridge is
+    /// synchronized with the broker: the host, its count of retained accessory topics, their digest and its status.
+    private func answerCensus(_ properties: MQTTMessageProperties) {
+        guard let client, let responseTopic = properties.responseTopic, topics.isCensusAnswerTopic(responseTopic),
+            let answer = census.answer(host: host)
+        else { return }
+        // try?: a census answer lost is a host the reader finds in the retained store, or not at all this time.
+        _ = try? client.publish(
+            topic: responseTopic, payload: answer.payload, retained: false, qos: 0,
+            properties: MQTTMessageProperties(correlationData: properties.correlationData))
     }
 
     /// The broker connection ended or failed. Its cause is the event path's to log (the same broker, the same
@@ -134,7 +152,8 @@ public final class ClaimGateway {
         }
         brokerReady = false
         takingRequests = false
-        let delay = brokerBackoff.failed()
+        // Another address of the broker that has not failed since the last connection: at once.
+        let delay = rotation.failed() ? 0 : brokerBackoff.failed()
         brokerRetry = now + nanoseconds(delay)
         logger.debug(
             .bridgeBroker, "claims: no broker (\(error?.code.rawValue ?? "disconnected")); next attempt in \(delay) s")
@@ -146,6 +165,7 @@ public final class ClaimGateway {
             switch event {
             case .connected(nil):
                 brokerBackoff.succeeded()
+                rotation.connected()
                 brokerReady = true
                 brokerClaims = [:]
                 // The claimers could not renew while the broker was away: a fresh full expiry for every lease.
@@ -154,6 +174,9 @@ public final class ClaimGateway {
                 requestSubscription = try? client.subscribe(
                     [topics.claimRequests(host: host)], options: [.noRetained, .retainAsPublished])
                 _ = try? client.subscribe([topics.claims(host: host)], options: [.noLocal])
+                // Readers' census requests (docs/MQTT.md §5): an ACL that refuses them leaves the host to the
+                // retained store.
+                _ = try? client.subscribe([topics.censusRequests], options: [.noRetained])
                 logger.info(.bridgeBroker, "claims: connected to the broker")
                 announceIfReady()
                 reconcile()
@@ -163,6 +186,8 @@ public final class ClaimGateway {
             case .disconnected(let error):
                 brokerFailed(error, now: now)
                 return
+            case .message(let topic, _, _, let properties) where topics.isCensusRequest(topic):
+                answerCensus(properties)
             case .message(let topic, let payload, let retained, let properties):
                 if let user = topics.claimRequester(topic, host: host) {
                     request(from: user, payload: payload, retained: retained, properties: properties, now: now)

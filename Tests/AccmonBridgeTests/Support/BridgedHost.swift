@@ -30,7 +30,7 @@ final class BridgedHost: @unchecked Sendable {
             toFile: machineIDFile, atomically: true, encoding: .utf8)
         var keys: [String: String] = [
             "broker": json(broker), "host": json(name), "socket": json(directory.file("accmond.sock")),
-            "machineIDFile": json(machineIDFile), "keepAlive": "5",
+            "machineIDFile": json(machineIDFile), "keepAlive": "5", "stateDirectory": json(directory.file("bridge-state")),
         ]
         keys.merge(settings) { _, new in new }
         let config = "{\n" + keys.keys.sorted().map { "  \(json($0)): \(keys[$0]!)" }.joined(separator: ",\n") + "\n}\n"

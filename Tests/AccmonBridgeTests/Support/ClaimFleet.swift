@@ -74,7 +74,9 @@ final class ClaimFleet: @unchecked Sendable {
         }
         let acl = directory.file("acl")
         // Hosts beyond the page's two get their blocks as the page's (a `user` block applies up to the next).
-        let more = names.filter { !Self.users.contains($0) }.map { "user \($0)\ntopic readwrite accmon/\($0)/#\n" }
+        let more = names.filter { !Self.users.contains($0) }.map {
+            "user \($0)\ntopic readwrite accmon/\($0)/#\ntopic read accmon/$census/+\ntopic write accmon/$readers/+/census\n"
+        }
         try (more.joined() + Self.acl).write(toFile: acl, atomically: true, encoding: .utf8)
         return try await Mosquitto.start(
             Mosquitto.Options(persistence: persistence, passwordFile: passwords, aclFile: acl))

@@ -16,6 +16,9 @@ final class Ejabberd: TestBroker, @unchecked Sendable {
         var bridges: [String] = []
         /// More settings of the MQTT listener, such as `max_fsm_queue: 300`.
         var listen: [String] = []
+        /// For a node of a cluster (``EjabberdCluster``): its Erlang node name (`NAME@localhost`) and cookie, with
+        /// Erlang distribution on the loopback interface only.
+        var node: (name: String, cookie: String)?
     }
 
     /// The tests' own user: it may read and write every topic.
@@ -124,17 +127,24 @@ final class Ejabberd: TestBroker, @unchecked Sendable {
         let register =
             "[ejabberd_auth:try_register(list_to_binary(U), <<\"localhost\">>, list_to_binary(\"pw-\" ++ U)) "
             + "|| U <- [\(users)]], file:write_file(\"\(ready)\", <<>>)."
+        let distribution =
+            options.node.map {
+                ["-sname", $0.name, "-setcookie", $0.cookie, "-kernel", "inet_dist_use_interface", "{127,0,0,1}"]
+            } ?? []
         return try ChildProcess(
             URL(fileURLWithPath: "/usr/bin/erl"),
             [
                 // No scheduler spinning while idle: the machine may have two cores, shared with everything else.
                 "-noinput", "+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none",
+            ] + distribution + [
                 "-mnesia", "dir", "\"\(directory.file("spool"))\"", "-s", "ejabberd", "-eval", register,
             ], name: "ejabberd-\(generation)", directory: directory,
             environment: [
                 "EJABBERD_CONFIG_PATH": directory.file("ejabberd.yml"),
                 "EJABBERD_LOG_PATH": directory.file("ejabberd.log"),
                 "ERL_LIBS": "/usr/lib/x86_64-linux-gnu", "ERL_CRASH_DUMP_BYTES": "0",
+                // epmd, started by the first node, listens on the loopback interface only.
+                "ERL_EPMD_ADDRESS": "127.0.0.1",
             ])
     }
 

@@ -78,6 +78,23 @@ def test_a_fleet_line_then_changes() -> None:
     assert model.event_counts[("a", "offline")] == 1
 
 
+def test_an_unconfirmed_accessory_stays_marked_until_a_disconnect() -> None:
+    model = Model("fleet", clock=lambda: 500.0)
+    model.apply_fleet([{"type": "fleet", "hosts": [
+        {"host": "a", "status": status("a"), "accessories": [accessory(1), accessory(2)]}]}])  # fmt: skip
+    delta = model.apply_fleet([{"type": "unconfirmed", "host": "a", "accessory": accessory(2)}])
+    assert set(model.rows) == {("a", 1), ("a", 2)} and model.rows[("a", 2)]["unconfirmed"] is True
+    marked = delta.rows[("a", 2)]
+    assert marked is not None and marked["unconfirmed"] is True and model.events == []
+    model.apply_fleet([{"type": "confirmed", "host": "a", "accessory": accessory(2)}])
+    assert "unconfirmed" not in model.rows[("a", 2)]
+    model.apply_fleet([{"type": "unconfirmed", "host": "a", "accessory": accessory(1)},
+                       {"type": "disconnect", "host": "a", "accessory": accessory(1)}])  # fmt: skip
+    assert set(model.rows) == {("a", 2)}
+    assert [(e["host"], e["kind"]) for e in model.events] == [("a", "disconnect")]
+    assert model.ignored_lines == 0
+
+
 def test_a_stale_host_is_shown_stale_never_online() -> None:
     """The reader's ``state`` says when an online status's lease ran out: the host is stale, since it was seen so."""
     clock = [500.0]

@@ -112,6 +112,10 @@ def test_a_claim_by_serial_finds_its_host_holds_while_renewed_and_is_released(fl
     with FleetClaimer("127.0.0.1", fleet.port, username="ci", password="pw-ci") as ci, \
             FleetClaimer("127.0.0.1", fleet.port, username="qa", password="pw-qa") as qa:  # fmt: skip
         assert eventually(lambda: ci.hosts() == HOSTS)
+        # The census: every online bridge answers with its count and status (docs/MQTT.md §5).
+        answers = ci.census()
+        assert sorted(answers) == HOSTS, answers
+        assert all(answers[h]["accessories"] == 1 and answers[h]["status"]["state"] == "online" for h in HOSTS)
         with ci.claim(serial="P2", reason="py") as claim:
             assert (claim.host, claim.device_node) == ("lab-2", "/dev/ttyUSB-P2")
             assert "ci (remote)" in fleet.claims(1)

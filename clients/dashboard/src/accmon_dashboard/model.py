@@ -10,6 +10,10 @@ reused on a host, so within a batch of lines the model takes such a pair as the 
 Local mode reads ``accmon watch --json`` of one accmond: a ``snapshot`` line, then ``connect`` and ``disconnect``
 lines; and, where ``accmon history --json`` exists, the host's recent history.
 
+An ``unconfirmed`` line (the reader read the host again and did not find the accessory, while the host's count says
+it holds more: a cluster node that does not serve its topics) marks the row, which stays until a ``disconnect``; a
+``confirmed`` line clears the mark.
+
 Hosts are kept once seen: a host whose status disappears from the broker (deleted, or the broker restarted without
 persistence and its bridge is dead) is shown offline rather than forgotten. A host the reader says is ``stale`` (its
 online status is a lease that ran out unrenewed: its bridge, or the broker between, is gone without a will) is shown
@@ -96,6 +100,12 @@ class Model:
                     batch.disconnect((row["host"], row["connectionID"]))
             elif kind == "status" and isinstance(line.get("host"), str):
                 self._status(batch, text(line["host"]), line.get("status"), shown=line.get("state"))
+            elif kind in ("unconfirmed", "confirmed") and isinstance(line.get("host"), str):
+                row = accessory_row(text(line["host"]), line.get("accessory"))
+                if row is None:
+                    self.ignored_lines += 1
+                else:
+                    batch.unconfirmed((row["host"], row["connectionID"]), kind == "unconfirmed")
             else:
                 self.ignored_lines += 1
         return batch.finish()
@@ -314,6 +324,20 @@ class _Batch:
                            reason=new_claim.get("reason"))  # fmt: skip
             elif new_claim is None and old_claim is not None:
                 self.event(row["host"], "release", accessory=summary_of(row), holder=old_claim.get("holder"))
+
+    def unconfirmed(self, key: RowKey, flag: bool) -> None:
+        """The reader could not read the row's accessory back (``unconfirmed``), or did again: the row stays, marked,
+        until a disconnect (docs/MQTT.md section 5: never a disconnection the reader did not see)."""
+        row = self.model.rows.get(key)
+        if row is None or bool(row.get("unconfirmed")) == flag:
+            return
+        row = dict(row)
+        if flag:
+            row["unconfirmed"] = True
+        else:
+            row.pop("unconfirmed", None)
+        self.model.rows[key] = row
+        self.delta.rows[key] = row
 
     def disconnect(self, key: RowKey) -> None:
         row = self.model.rows.pop(key, None)

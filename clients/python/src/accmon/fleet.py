@@ -99,7 +99,11 @@ class FleetClaimer:
         self._inbox: List[Dict[str, Any]] = []
         self._held: List[FleetClaim] = []
         self._retained: Dict[str, bytes] = {}
-        self._client = mqtt.Client(client_id=f"accmon-py-{uuid.uuid4().hex[:12]}", protocol=mqtt.MQTTv5)
+        #: Census answers by host name, for the correlation data of the census running (docs/MQTT.md §5).
+        self._census: Dict[str, Dict[str, Any]] = {}
+        self._census_correlation = b""
+        self._client_id = f"accmon-py-{uuid.uuid4().hex[:12]}"
+        self._client = mqtt.Client(client_id=self._client_id, protocol=mqtt.MQTTv5)
         self._client.username_pw_set(username, password)
         if ca is not None or port == 8883:
             self._client.tls_set(ca_certs=ca)
@@ -130,7 +134,15 @@ class FleetClaimer:
 
     def _on_message(self, _client: Any, _userdata: Any, message: Any) -> None:
         with self._lock:
-            if "/claim-replies/" not in message.topic:
+            if message.topic == self._census_topic:
+                correlation = getattr(getattr(message, "properties", None), "CorrelationData", None)
+                try:
+                    answer = json.loads(message.payload)
+                except ValueError:
+                    return
+                if correlation == self._census_correlation and isinstance(answer, dict) and "host" in answer:
+                    self._census[str(answer["host"])] = answer
+            elif "/claim-replies/" not in message.topic:
                 self._retained[message.topic] = bytes(message.payload)
             else:
                 try:
@@ -169,20 +181,44 @@ class FleetClaimer:
                     return None
                 self._lock.wait(left)
 
-    def hosts(self, wait: float = 0.5) -> List[str]:
-        """The hosts whose status is online, by name (from the retained statuses)."""
-        self._client.subscribe(f"{self.prefix}/+/status", qos=0)
-        time.sleep(wait)
-        self._client.unsubscribe(f"{self.prefix}/+/status")
+    @property
+    def _census_topic(self) -> str:
+        return f"{self.prefix}/$readers/{_level(self._client_id)}/census"
+
+    def census(self, wait: float = 0.5) -> Dict[str, Dict[str, Any]]:
+        """The online bridges' answers to a census (docs/MQTT.md §5), by host name: ``{"host", "accessories" (the
+        count of its accessory topics), "digest", "status"}``; a host whose bridge is online answers even where the
+        broker's retained store does not give its status (a cluster node)."""
         with self._lock:
-            online = []
+            self._census = {}
+            self._census_correlation = uuid.uuid4().hex.encode()
+            correlation = self._census_correlation
+        self._client.subscribe(self._census_topic, qos=0)
+        properties = self._Properties(self._PacketTypes.PUBLISH)
+        properties.MessageExpiryInterval = 5
+        properties.ResponseTopic = self._census_topic
+        properties.CorrelationData = correlation
+        self._client.publish(f"{self.prefix}/$census/{_level(self._client_id)}", "{}", qos=0, properties=properties)
+        time.sleep(wait)
+        with self._lock:
+            return dict(self._census)
+
+    def hosts(self, wait: float = 0.5) -> List[str]:
+        """The hosts online, by name: those whose retained status is online, and those whose bridge answers a census
+        (:meth:`census`), during `wait` seconds."""
+        self._client.subscribe(f"{self.prefix}/+/status", qos=0)
+        answers = self.census(wait)
+        self._client.unsubscribe(f"{self.prefix}/+/status")
+        online = {name for name, answer in answers.items()
+                  if isinstance(answer.get("status"), dict) and answer["status"].get("state") == "online"}  # fmt: skip
+        with self._lock:
             for topic, payload in self._retained.items():
                 try:
                     state = json.loads(payload).get("state")
                 except ValueError:
                     continue
                 if state == "online":
-                    online.append(topic[len(self.prefix) + 1:].split("/")[0])
+                    online.add(topic[len(self.prefix) + 1:].split("/")[0])
         return sorted(online)
 
     def claim(self, host: Optional[str] = None, *, serial: Optional[str] = None, kind: Optional[str] = None,

@@ -142,6 +142,10 @@
     tr.setAttribute("data-kind", row.kind);
     const host = hosts.get(row.host);
     tr.classList.toggle("stale", !host || host.state !== "online");
+    // Not read back from the broker while its host counts it: perhaps gone, not confirmed (docs/MQTT.md section 5).
+    tr.classList.toggle("unconfirmed", !!row.unconfirmed);
+    if (row.unconfirmed) tr.title = "unconfirmed: not read back from the broker, perhaps gone";
+    else tr.removeAttribute("title");
     const usbID = row.vendorID || row.productID ? `${row.vendorID || "-"}:${row.productID || "-"}` : "";
     const id = element("td", null, "col-id");
     id.append(element("span", usbID || "–"), element("small", row.accessoryID));
