@@ -27,10 +27,11 @@ Prints one JSON line per measurement and repeat, then a summary per measurement.
 Usage: mqtt.py BIN_DIR TOOLS_DIR [--repeats R] [--latency-events N] [--sustained-events K] [--outage-seconds S]
                                  [--outage-rate E]
 """
-import argparse, json, os, random, shutil, socket, subprocess, sys, tempfile, time
+import argparse, json, os, random, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import accmond_arguments, emit, median, rss_kib, stop, wait_for_socket  # noqa: E402
+from common import emit, median, rss_kib  # noqa: E402
+from mqtt_rig import BRIDGE_HOST as HOST, Rig, cpu_seconds, peak_rss_kib, percentiles  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("bin_dir")
@@ -42,163 +43,6 @@ parser.add_argument("--outage-seconds", type=float, default=600)
 parser.add_argument("--outage-rate", type=float, default=200)
 options = parser.parse_args()
 STAMP = os.path.join(options.tools_dir, "stamp")
-HOST = "bench"
-
-
-def free_port():
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
-
-
-def percentiles(values):
-    values = sorted(values)
-    if not values:
-        return {"p50_us": None, "p95_us": None, "p99_us": None}
-    pick = lambda q: round(values[min(len(values) - 1, int(q * len(values)))] / 1000, 1)
-    return {"p50_us": pick(0.50), "p95_us": pick(0.95), "p99_us": pick(0.99)}
-
-
-def peak_rss_kib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        return next((int(line.split()[1]) for line in status if line.startswith("VmHWM:")), 0)
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class Rig:
-    """mosquitto, accmond and the bridge in one work directory; receivers timed by stamp."""
-
-    def __init__(self, work, bridge=True):
-        self.work = work
-        self.with_bridge = bridge
-        self.port = free_port()
-        self.processes = []
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def start(self):
-        work = self.work
-        with open(os.path.join(work, "mosquitto.conf"), "w") as conf:
-            conf.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\nuser root\n"
-                       "log_type error\n")
-        self.start_broker()
-        self.socket_path = os.path.join(work, "accmon.sock")
-        self.accmond = self.spawn([f"{options.bin_dir}/accmond", "--socket", self.socket_path, "--simulate",
-                                   "--no-udev", "--log-level", "warning"] + accmond_arguments(options.bin_dir, work))
-        wait_for_socket(self.socket_path)
-        with open(os.path.join(work, "machine-id"), "w") as machine:
-            machine.write("0123456789abcdef0123456789abcdef\n")
-        with open(os.path.join(work, "mqtt.json"), "w") as config:
-            json.dump({"broker": f"mqtt://127.0.0.1:{self.port}", "host": HOST, "socket": self.socket_path,
-                       "machineIDFile": os.path.join(work, "machine-id")}, config)
-        if self.with_bridge:
-            self.start_bridge()
-        self.driver = socket.socket(socket.AF_UNIX)
-        self.driver.connect(self.socket_path)
-        self.buffer = b""
-        self.next_id = 1
-        self.request({"type": "hello", "versions": [1], "client": "bench-mqtt"})
-
-    def start_bridge(self):
-        self.bridge = self.spawn([f"{options.bin_dir}/accmon-mqtt", "--config", os.path.join(self.work, "mqtt.json"),
-                                  "--log-level", "info"], log="bridge")
-        self.wait_for_log("bridge", "mqtt: synchronized")
-
-    def spawn(self, command, log=None, stdout=subprocess.DEVNULL, stdin=None):
-        stderr = open(os.path.join(self.work, f"{log}.err"), "w") if log else subprocess.DEVNULL
-        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=stdin)
-        self.processes.append(process)
-        return process
-
-    def start_broker(self):
-        self.broker = self.spawn(["mosquitto", "-c", os.path.join(self.work, "mosquitto.conf")], log="mosquitto")
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.01)
-        raise SystemExit("bench: mosquitto did not start")
-
-    def wait_for_log(self, name, text, timeout=30):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            with open(os.path.join(self.work, f"{name}.err")) as log:
-                if text in log.read():
-                    return
-            time.sleep(0.02)
-        raise SystemExit(f"bench: {name} never logged {text!r}")
-
-    def stamped(self, command, name):
-        """Starts `command` with its output timed by stamp into WORK/NAME.txt."""
-        out = open(os.path.join(self.work, f"{name}.txt"), "w")
-        stamp = subprocess.Popen([STAMP], stdin=subprocess.PIPE, stdout=out)
-        process = self.spawn(command, stdout=stamp.stdin, log=name)
-        stamp.stdin.close()
-        self.processes.append(stamp)
-        return process
-
-    def lines(self, name):
-        with open(os.path.join(self.work, f"{name}.txt")) as text:
-            return [line.rstrip("\n").split(" ", 1) for line in text if " " in line]
-
-    def subscriber(self, topic, name, fmt="%t"):
-        process = self.stamped(["mosquitto_sub", "-p", str(self.port), "-t", topic, "-F", fmt], name)
-        time.sleep(0.3)
-        return process
-
-    def send(self, message):
-        message = dict(message, id=self.next_id)
-        self.next_id += 1
-        self.driver.sendall((json.dumps(message) + "\n").encode())
-
-    def reply(self):
-        while True:
-            while b"\n" not in self.buffer:
-                self.buffer += self.driver.recv(65536)
-            line, _, self.buffer = self.buffer.partition(b"\n")
-            message = json.loads(line)
-            if message.get("type") in ("ok", "hello", "error", "list", "status"):
-                if message.get("type") == "error":
-                    raise SystemExit(f"bench: accmond: {message}")
-                return message
-
-    def request(self, message):
-        self.send(message)
-        return self.reply()
-
-    @staticmethod
-    def plug_message(serial):
-        return {"type": "simulate", "action": "connect",
-                "accessory": {"kind": "usb", "vendorID": "1209", "productID": "0001", "serialNumber": serial,
-                              "name": "bench accessory"}}
-
-    def truth(self):
-        return {a["connectionID"] for a in self.request({"type": "list"})["accessories"]}
-
-    def retained(self):
-        """The connection ids of the host's retained accessory topics, read with accmon list --broker."""
-        result = subprocess.run([f"{options.bin_dir}/accmon", "list", "--broker", f"mqtt://127.0.0.1:{self.port}",
-                                 "--json"], capture_output=True, text=True, timeout=60)
-        if result.returncode != 0:
-            return None
-        hosts = json.loads(result.stdout)["hosts"]
-        return {a["connectionID"] for host in hosts if host["host"] == HOST for a in host["accessories"]}
-
-    def close(self):
-        for process in reversed(self.processes):
-            stop(process)
 
 
 def latency(rig, repeat):
@@ -315,7 +159,7 @@ def sustained(rig, repeat):
 
     def relay_run():
         work = tempfile.mkdtemp(prefix="accmon-bench-mqtt-relay-")
-        own = Rig(work, bridge=False)
+        own = Rig(work, options.bin_dir, STAMP, bridge=False)
         try:
             relay = own.spawn([os.path.join(options.tools_dir, "mqtt_relay"), own.socket_path, str(own.port)],
                               stdout=subprocess.PIPE, log="relay")
@@ -408,7 +252,7 @@ def outage(rig):
 latencies, throughputs = [], []
 for repeat in range(options.repeats):
     work = tempfile.mkdtemp(prefix="accmon-bench-mqtt-")
-    rig = Rig(work)
+    rig = Rig(work, options.bin_dir, STAMP)
     try:
         latencies.append(latency(rig, repeat))
         throughputs.append(sustained(rig, repeat))
