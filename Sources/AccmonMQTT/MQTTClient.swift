@@ -96,14 +96,14 @@ public final class MQTTClient {
 
     private var messagesTaken = 0
     private let handle: OpaquePointer
-    private let endpoint: String
+    let endpoint: String
     /// The will's topic, which a broker's ACL may refuse at CONNECT (ejabberd: reason code 144).
-    private let willTopic: String?
+    let willTopic: String?
     private var events: [Event] = []
     /// The last error libmosquitto logged (OpenSSL's reason for a failed handshake, for one), for messages.
     private var lastLoggedError: String?
     /// Whether the broker accepted CONNECT: a failure before is a failed connection, after it a lost one.
-    private var accepted = false
+    private(set) var accepted = false
     /// Whether the connection's end was reported.
     private var ended = false
 
@@ -282,7 +282,7 @@ public final class MQTTClient {
         }
     }
 
-    private func takeLoggedError() -> String? {
+    func takeLoggedError() -> String? {
         defer { lastLoggedError = nil }
         return lastLoggedError
     }
@@ -355,48 +355,4 @@ public final class MQTTClient {
             MQTTClient.client(userdata).lastLoggedError = String(cString: text)
         }
     }
-
-    /// The error for a refused CONNECT: a refused login (bad user name or password, not authorized: mosquitto answers
-    /// a wrong password with the latter) says what to check.
-    private func refusal(_ reasonCode: Int32, brokerSays: String?) -> MQTTError {
-        let error = MQTTError.reason(reasonCode, "mqtt: \(endpoint): connect", in: .connect, brokerSays: brokerSays)
-        if reasonCode == Int32(MQTT_RC_TOPIC_NAME_INVALID.rawValue), let willTopic {
-            return MQTTError(
-                .notAuthorized,
-                "\(error.message): the broker refused the will on '\(willTopic)'; may this user write there? "
-                    + "(docs/MQTT.md, ACL)")
-        }
-        guard
-            reasonCode == Int32(MQTT_RC_BAD_USERNAME_OR_PASSWORD.rawValue)
-                || reasonCode == Int32(MQTT_RC_NOT_AUTHORIZED.rawValue)
-        else { return error }
-        return MQTTError(
-            .credentials,
-            "\(error.message): the broker refused the login; check the user name, the password file and the client "
-                + "certificate")
-    }
-
-    /// The error for a disconnection status: a libmosquitto error (below 128) or the reason code of the broker's
-    /// DISCONNECT; `nil` for a disconnection this client asked for.
-    private func disconnection(_ status: Int32, brokerSays: String? = nil) -> MQTTError? {
-        if status == 0 { return nil }
-        let context = accepted ? "mqtt: \(endpoint): connection lost" : "mqtt: \(endpoint): connect"
-        if status >= 128 { return MQTTError.reason(status, context, in: .disconnection, brokerSays: brokerSays) }
-        if status == MOSQ_ERR_ERRNO.rawValue {
-            return MQTTError(.unreachable, "\(context): \(Errno.current)")
-        }
-        return MQTTError.library(status, context, detail: takeLoggedError())
-    }
-}
-
-/// The reason string (`MQTT_PROP_REASON_STRING`) of an MQTT 5 acknowledgement or DISCONNECT, when the broker gave one:
-/// ejabberd says why it refused a publication ("Publishing to this topic is forbidden by service policy").
-private func reasonString(_ properties: OpaquePointer?) -> String? {
-    guard let properties else { return nil }
-    var text: UnsafeMutablePointer<CChar>?
-    guard mosquitto_property_read_string(properties, Int32(MQTT_PROP_REASON_STRING.rawValue), &text, false) != nil,
-        let text
-    else { return nil }
-    defer { free(text) }
-    return String(cString: text)
 }
