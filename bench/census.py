@@ -19,7 +19,7 @@ Usage: census.py BIN_DIR TOOLS_DIR [--repeats R] [--census-hosts N,N] [--hosts H
 import argparse, json, os, signal, socket, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import emit, median  # noqa: E402
+from common import free_port, emit, median  # noqa: E402
 
 import paho.mqtt.client as mqtt  # noqa: E402  (Debian's python3-paho-mqtt)
 from paho.mqtt.packettypes import PacketTypes  # noqa: E402
@@ -35,12 +35,6 @@ parser.add_argument("--accessories", type=int, default=100)
 options = parser.parse_args()
 ACCMON = os.path.join(options.bin_dir, "accmon")
 QUEUE = 40000
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Broker:

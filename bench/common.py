@@ -90,3 +90,10 @@ def stop(process, timeout=10):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def free_port():
+    """A TCP port free on the loopback now (the bench's brokers and dashboards each take one)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

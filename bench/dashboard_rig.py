@@ -2,15 +2,7 @@
 accmond) and headless Chromium with the page's hooks (`#accessories` rows, the `accmon:state-rendered` mark)."""
 import json, os, socket, subprocess, time
 
-from common import stop, wait_for_socket
-
-
-def free_port():
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
+from common import free_port, stop, wait_for_socket
 
 
 def cpu_seconds(pid):

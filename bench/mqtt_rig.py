@@ -3,17 +3,9 @@ publishing it as host `bench` (or, with bridge=False, accmond alone for the mini
 with the receivers' output timed by tools/stamp; and the small measures the suite takes of its processes."""
 import json, os, socket, subprocess, time
 
-from common import accmond_arguments, stop, wait_for_socket
+from common import free_port, accmond_arguments, stop, wait_for_socket
 
 BRIDGE_HOST = "bench"
-
-
-def free_port():
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
 
 
 def percentiles(values):

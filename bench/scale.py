@@ -27,7 +27,7 @@ Usage: scale.py BIN_DIR TOOLS_DIR [--repeats R] [--hosts N] [--accessories M] [-
 import argparse, json, os, re, socket, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import emit, median, stop  # noqa: E402
+from common import free_port, emit, median, stop  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("bin_dir")
@@ -41,14 +41,6 @@ parser.add_argument("--mosquitto-setting", action="append", default=[], help="a 
 options = parser.parse_args()
 ACCMON = os.path.join(options.bin_dir, "accmon")
 ONE = "lab-00042" if options.hosts > 42 else "lab-00000"
-
-
-def free_port():
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
 
 
 def vm(pid, field):

@@ -28,7 +28,7 @@ Usage: sites.py BIN_DIR TOOLS_DIR --docs DOCS/MQTT.md [--repeats R] [--hosts N] 
 import argparse, json, os, socket, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import accmond_arguments, emit, median, rss_kib, stop, wait_for_socket  # noqa: E402
+from common import free_port, accmond_arguments, emit, median, rss_kib, stop, wait_for_socket  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("bin_dir")
@@ -46,14 +46,6 @@ ACCMON = os.path.join(options.bin_dir, "accmon")
 STAMP = os.path.join(options.tools_dir, "stamp")
 ONE = "lab-00042" if options.hosts > 42 else "lab-00000"
 QUEUE = "max_queued_messages 100000"
-
-
-def free_port():
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
 
 
 def site_configuration(site, centre_port):
