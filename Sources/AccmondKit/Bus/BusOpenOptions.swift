@@ -22,23 +22,7 @@ struct BusOpenOptions: Sendable, Hashable {
     /// Reads the options; `method` names the call in errors.
     /// - Throws: ``BusError/Name/invalidOption`` naming the option and what is wrong with it.
     init(_ value: BusValue, method: String) throws(BusError) {
-        guard let entries = value.stringKeyedEntries else {
-            throw BusError(.invalidArguments, "\(method): options: expected an a{sv}, not '\(value.signature)'")
-        }
-        var seen: Set<String> = []
-        for (key, option) in entries {
-            guard let expected = Self.known.first(where: { $0.name == key })?.signature else {
-                throw BusError(
-                    .invalidOption,
-                    "\(method): options: unknown option '\(key)' (known: \(Self.known.map(\.name).joined(separator: ", ")))")
-            }
-            guard seen.insert(key).inserted else {
-                throw BusError(.invalidOption, "\(method): options: '\(key)' is given twice")
-            }
-            guard option.signature == expected else {
-                throw BusError(
-                    .invalidOption, "\(method): options: '\(key)' must be of type '\(expected)', not '\(option.signature)'")
-            }
+        for (key, option) in try BusOptionEntries.checked(value, method: method, known: Self.known) {
             switch (key, option) {
             case ("wait", .boolean(let flag)): wait = flag
             case ("read-only", .boolean(let flag)): readOnly = flag

@@ -22,23 +22,7 @@ struct BusSubscribeOptions: Sendable, Hashable {
     /// Reads the options of an `a{sv}`.
     /// - Throws: ``BusError/Name/invalidOption`` naming the option and what is wrong with it.
     init(_ value: BusValue) throws(BusError) {
-        guard let entries = value.stringKeyedEntries else {
-            throw BusError(.invalidArguments, "Subscribe: options: expected an a{sv}, not '\(value.signature)'")
-        }
-        var seen: Set<String> = []
-        for (key, option) in entries {
-            guard let expected = Self.known.first(where: { $0.name == key })?.signature else {
-                throw BusError(
-                    .invalidOption,
-                    "Subscribe: options: unknown option '\(key)' (known: \(Self.known.map(\.name).joined(separator: ", ")))")
-            }
-            guard seen.insert(key).inserted else {
-                throw BusError(.invalidOption, "Subscribe: options: '\(key)' is given twice")
-            }
-            guard option.signature == expected else {
-                throw BusError(
-                    .invalidOption, "Subscribe: options: '\(key)' must be of type '\(expected)', not '\(option.signature)'")
-            }
+        for (key, option) in try BusOptionEntries.checked(value, method: "Subscribe", known: Self.known) {
             if case .boolean(let flag) = option {
                 suspendWhileInactive = flag
                 continue
