@@ -6,7 +6,11 @@
   the bench's own reader publishes a request and counts the answers until all came (answers per second, from the
   request to the last answer); then `accmon list --broker --json` with the census (the default) and with
   `--census-wait 0`, alternating which goes first: the difference of their wall times is what the census costs the
-  reader (its wait).
+  reader (its wait). The answerer answers as bridges do, each at a moment drawn within the request's window.
+- census-only N: the same answerer for N hosts whose statuses are not retained (what a reader on a cluster node sees
+  of the hosts whose bridges are on another node, docs/MQTT.md §11.2), through a mosquitto with its default
+  `max_queued_messages 1000` and `accmon list --broker` with its default `--broker-queue 1000`: the hosts it shows,
+  the census's rounds (requests the answerer got), its exit status and its wall time.
 - list: `tools/fleet_publish` publishes H × M (500 × 100 by default) with the same answering client for its hosts;
   `accmon list --broker` (the table) with and without the census, alternating.
 - failover: `accmond --simulate` and `accmon-mqtt` with the list of two mosquittos, 10 accessories plugged; the first
@@ -16,7 +20,7 @@ Prints one JSON line per measurement, then a `census-summary` line with the medi
 
 Usage: census.py BIN_DIR TOOLS_DIR [--repeats R] [--census-hosts N,N] [--hosts H] [--accessories M]
 """
-import argparse, json, os, signal, socket, subprocess, sys, tempfile, threading, time
+import argparse, json, os, random, signal, socket, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import free_port, emit, median  # noqa: E402
@@ -35,15 +39,16 @@ parser.add_argument("--accessories", type=int, default=100)
 options = parser.parse_args()
 ACCMON = os.path.join(options.bin_dir, "accmon")
 QUEUE = 40000
+DEFAULT_QUEUE = 1000  # mosquitto's max_queued_messages by default
 
 
 class Broker:
-    def __init__(self, work, name):
+    def __init__(self, work, name, queue=QUEUE):
         self.port = free_port()
         config = os.path.join(work, f"{name}.conf")
         with open(config, "w") as out:
             out.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\nuser root\n"
-                      f"max_queued_messages {QUEUE}\nset_tcp_nodelay true\n")
+                      f"max_queued_messages {queue}\nset_tcp_nodelay true\n")
         self.process = subprocess.Popen(["mosquitto", "-c", config], stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -77,20 +82,33 @@ def status(name, count):
 
 
 class Answerer:
-    """Answers every census request for `names`, from a thread of its own (the answers are made beforehand)."""
+    """Answers every census request for `names` as their bridges would: each at a moment drawn at random within the
+    request's window (docs/MQTT.md §5; at once without one), sent in time order from a thread of its own (the answers
+    are made beforehand). Counts the requests."""
 
     def __init__(self, broker, names, count):
         self.payloads = [json.dumps({"accessories": count, "digest": "0" * 16, "host": name,
                                      "status": status(name, count)}) for name in names]
+        self.requests = 0
         self.client = client(broker, "census-answerer")
         self.client.on_message = lambda _c, _u, message: threading.Thread(target=self.answer, args=(message,)).start()
         self.client.subscribe("accmon/$census/+")
         time.sleep(0.2)
 
     def answer(self, message):
+        started = time.monotonic()
+        self.requests += 1
+        try:
+            window = float(json.loads(message.payload).get("window") or 0)
+        except (ValueError, AttributeError, TypeError):
+            window = 0.0
         reply = Properties(PacketTypes.PUBLISH)
         reply.CorrelationData = message.properties.CorrelationData
-        for payload in self.payloads:
+        plan = sorted((random.uniform(0, min(window, 10.0)), payload) for payload in self.payloads)
+        for at, payload in plan:
+            wait = started + at - time.monotonic()
+            if wait > 0.001:
+                time.sleep(wait)
             self.client.publish(message.properties.ResponseTopic, payload, qos=0, properties=reply)
 
 
@@ -120,9 +138,9 @@ def own_census(broker, expected):
     return len(answers), last
 
 
-def timed_list(broker, extra):
+def timed_list(broker, extra, queue=QUEUE):
     started = time.monotonic()
-    result = subprocess.run([ACCMON, "list", "--broker", broker.url, "--json", "--broker-queue", str(QUEUE)] + extra,
+    result = subprocess.run([ACCMON, "list", "--broker", broker.url, "--json", "--broker-queue", str(queue)] + extra,
                             capture_output=True, text=True)
     seconds = time.monotonic() - started
     hosts = len(json.loads(result.stdout)["hosts"]) if result.stdout.strip().startswith("{") else None
@@ -164,6 +182,28 @@ for count in [int(n) for n in options.census_hosts.split(",")]:
             "answers_per_s": median(rates), "last_answer_s": median(lasts), "list_census_s": median(with_census),
             "list_no_census_s": median(without),
             "census_wait_s": median([a - b for a, b in zip(with_census, without)]), "hosts_shown_min": min(found)}
+        answerer.client.loop_stop()
+        broker.kill()
+
+# --- census-only hosts: N bridges whose statuses the broker does not give, mosquitto's default queue ----------------
+for count in [int(n) for n in options.census_hosts.split(",")]:
+    with tempfile.TemporaryDirectory() as work:
+        broker = Broker(work, f"census-only-{count}", queue=DEFAULT_QUEUE)
+        answerer = Answerer(broker, [f"far-{i:05d}" for i in range(count)], 0)
+        seconds_all, shown_all, rounds_all, exits = [], [], [], []
+        for repeat in range(options.repeats):
+            before = answerer.requests
+            seconds, shown, status_code = timed_list(broker, [], queue=DEFAULT_QUEUE)
+            rounds = answerer.requests - before
+            emit({"bench": "census-only-list", "hosts": count, "repeat": repeat, "seconds": seconds,
+                  "hosts_shown": shown, "rounds": rounds, "exit": status_code})
+            seconds_all.append(seconds)
+            shown_all.append(shown or 0)
+            rounds_all.append(rounds)
+            exits.append(status_code)
+        summary[f"census_only_{count}"] = {
+            "list_s": median(seconds_all), "hosts_shown_min": min(shown_all), "rounds_max": max(rounds_all),
+            "exits": sorted(set(exits))}
         answerer.client.loop_stop()
         broker.kill()
 

@@ -12,6 +12,47 @@ public enum Census {
     /// The request's message expiry: a bridge that gets it later does not answer.
     public static let requestExpirySeconds: UInt32 = 5
 
+    /// The longest window a bridge spreads its answer over, whatever a request asks.
+    public static let longestWindow = 10.0
+
+    /// A reader's request. Like SSDP's `MX`, its window asks each bridge to answer at a moment taken at random within
+    /// it, so that a fleet's answers come spread at a rate the reader takes and the broker's queue for it holds, not
+    /// all at once; the reader waits the window. A request naming a host is answered by that host's bridge alone.
+    /// `{}` (a reader older than the window) is answered at once by every bridge.
+    public struct Request: Codable, Sendable, Hashable {
+        /// Seconds over which to spread the answers; 0 or absent: at once.
+        public var window: Double?
+        /// The one host to answer, if any.
+        public var host: String?
+
+        public init(window: Double? = nil, host: String? = nil) {
+            self.window = window
+            self.host = host
+        }
+
+        public var payload: [UInt8] {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return Array((try? encoder.encode(self)) ?? Data())  // try?: a string and a number encode
+        }
+
+        /// The request in `payload`; what is not one (a malformed payload) is answered as `{}` is.
+        public static func decode(_ payload: [UInt8]) -> Request {
+            (try? JSONDecoder().decode(Request.self, from: Data(payload))) ?? Request()  // try?: see above
+        }
+
+        /// Whether the bridge of `host` answers it.
+        public func isAnswered(by host: String) -> Bool { self.host == nil || self.host == host }
+
+        /// How long the bridge waits before answering: a moment at random within the window (at most
+        /// ``Census/longestWindow``), in nanoseconds.
+        public func answerDelay<Random: RandomNumberGenerator>(using random: inout Random) -> UInt64 {
+            guard let window, window.isFinite, window > 0 else { return 0 }
+            let span = UInt64(min(window, Census.longestWindow) * 1e9)
+            return span == 0 ? 0 : UInt64.random(in: 0..<span, using: &random)
+        }
+    }
+
     /// One bridge's answer.
     public struct Answer: Codable, Sendable, Hashable {
         /// The host name the bridge publishes under.

@@ -25,21 +25,17 @@ public struct FleetReadOptions: Sendable, Hashable {
     /// The smallest queue the reader works with.
     public static let minimumBrokerQueue = 16
 
-    /// The longest a read waits for census answers, in seconds (docs/MQTT.md §5); 0: no census.
-    public var censusWait: Double
-    /// Whether the read waits the whole ``censusWait`` (given explicitly), rather than ending the census once every
-    /// host known online answered and none answered for a moment.
-    public var censusWaitsWhole = false
-
-    /// How long a read waits for census answers by default.
-    public static let defaultCensusWait = 1.0
+    /// The census's window in seconds (docs/MQTT.md §5): bridges spread their answers over it and the read waits it,
+    /// then until the answers stop; `nil`: sized for the hosts the retained store gave, in rounds while more answer
+    /// than a window carries (``CensusWindow``); 0: no census.
+    public var censusWindow: Double?
 
     public init(
-        selection: FleetSelection = .all, brokerQueue: Int = defaultBrokerQueue, censusWait: Double = defaultCensusWait
+        selection: FleetSelection = .all, brokerQueue: Int = defaultBrokerQueue, censusWindow: Double? = nil
     ) {
         self.selection = selection
         self.brokerQueue = max(brokerQueue, Self.minimumBrokerQueue)
-        self.censusWait = max(0, censusWait)
+        self.censusWindow = censusWindow.map { max(0, $0) }
     }
 }
 

@@ -1,35 +1,17 @@
 import AccmonSys
 
-/// A read's census (docs/MQTT.md §5): the request sent once connected, the answers collected during the read.
-struct CensusRead {
-    /// Where this reader takes its answers.
-    let answerTopic: String
-    let correlation: [UInt8]
-    /// When the request went out, and when the last answer came.
-    var sentAt: UInt64 = 0
-    var lastAnswer: UInt64 = 0
-    /// The round trip of the census's SUBSCRIBE to its SUBACK: how long an answer may take to come, at least.
-    var roundTrip: UInt64 = 0
-    /// The answers by host level.
-    var answers: [String: Census.Answer] = [:]
-    /// Whether the answers were taken into the read (hosts added to it).
-    var taken = false
-
-    /// After an answer, the census settles once no other came for this long (or four round trips, when longer).
-    static let quiet: UInt64 = 50_000_000
-
-    /// How long without an answer settles the census: ``quiet``, or four round trips to the broker when longer.
-    var quietTime: UInt64 { max(Self.quiet, 4 * roundTrip) }
-}
-
 extension FleetSession {
-    /// Subscribes to this reader's census answers and publishes the request (not retained, with a message expiry).
-    func sendCensus() throws(MQTTError) {
-        guard options.censusWait > 0, let client else { return }
+    /// Subscribes to this reader's census answers and publishes its first request (docs/MQTT.md §5): for one named
+    /// host, a request only its bridge answers, at once; for the fleet, one whose window is sized for `hostsKnown`
+    /// (or `--census-wait`). Nothing without a census (`--census-wait 0`) or when the broker refuses the topic.
+    func sendCensus(hostsKnown: Int) throws(MQTTError) {
+        guard options.censusWindow != 0, client != nil else { return }
         let answerTopic = topics.censusAnswers(clientID: clientID)
-        var census = CensusRead(answerTopic: answerTopic, correlation: Array(nonce.utf8))
+        // The room: what two windows of a read may hold, as no window is read meanwhile.
+        var census = CensusRead(
+            answerTopic: answerTopic, session: nonce, room: 2 * budget, automatic: options.censusWindow == nil)
         let subscribed = monotonicNanoseconds()
-        censusSubscription = try client.subscribe([answerTopic], options: [.noRetained])
+        censusSubscription = try client!.subscribe([answerTopic], options: [.noRetained])
         awaitedSubscription = censusSubscription
         stepDeadline = monotonicNanoseconds() + Self.answerTimeout
         defer { stepDeadline = nil }
@@ -39,57 +21,103 @@ extension FleetSession {
             warnings.append(
                 "accmon: mqtt: \(settings.address): the broker refused this reader's census topic '\(answerTopic)': "
                     + "hosts it does not give from its retained store are not found; let readers read "
-                    + "'\(topics.prefix)/$readers/%c/#' and write '\(topics.prefix)/$census/%c' (docs/MQTT.md §6)")
+                    + "'\(topics.prefix)/$readers/%c/#' and write '\(topics.prefix)/$census/%c' (docs/MQTT.md §5)")
             return
         }
-        _ = try client.publish(
-            topic: topics.censusRequest(clientID: clientID), payload: Array("{}".utf8), retained: false, qos: 0,
-            properties: MQTTMessageProperties(
-                responseTopic: answerTopic, correlationData: census.correlation,
-                expirySeconds: Census.requestExpirySeconds))
-        census.sentAt = monotonicNanoseconds()
-        census.roundTrip = census.sentAt - subscribed
+        census.roundTrip = monotonicNanoseconds() - subscribed
         self.census = census
+        if case .named(let name) = options.selection {
+            try sendCensusRound(Census.Request(host: name), windowSeconds: 0)
+        } else {
+            let seconds = options.censusWindow ?? CensusWindow.seconds(hosts: hostsKnown, room: census.room)
+            try sendCensusRound(Census.Request(window: seconds), windowSeconds: seconds)
+        }
+    }
+
+    /// Publishes a round's request: not retained, with the response topic, the round's correlation data and a message
+    /// expiry.
+    private func sendCensusRound(_ request: Census.Request, windowSeconds: Double) throws(MQTTError) {
+        guard let client else { throw MQTTError(.unreachable, "mqtt: not connected") }
+        let correlation = census!.beginRound(windowSeconds: windowSeconds, at: monotonicNanoseconds())
+        _ = try client.publish(
+            topic: topics.censusRequest(clientID: clientID), payload: request.payload, retained: false, qos: 0,
+            properties: MQTTMessageProperties(
+                responseTopic: census!.answerTopic, correlationData: correlation,
+                expirySeconds: Census.requestExpirySeconds))
     }
 
     /// Takes an answer on this reader's census topic; returns whether `topic` was that topic.
     func censusMessage(topic: String, payload: [UInt8], properties: MQTTMessageProperties) -> Bool {
-        guard let census, topic == census.answerTopic else { return false }
-        guard properties.correlationData == census.correlation, let answer = Census.Answer.decode(payload) else {
-            return true
+        guard census != nil, topic == census!.answerTopic else { return false }
+        if let answer = Census.Answer.decode(payload) {
+            _ = census!.take(answer, correlation: properties.correlationData, at: packetTime)
         }
-        self.census!.answers[FleetTopics.encodeLevel(answer.host)] = answer
-        self.census!.lastAnswer = packetTime
         return true
     }
 
-    /// Whether the census is over: every host known online with a lease (a bridge that speaks for itself) answered and
-    /// none came for ``CensusRead/quiet``, or ``FleetReadOptions/censusWait`` passed since the request.
-    func censusSettled(now: UInt64) -> Bool {
-        guard let census else { return true }
-        if now >= census.sentAt + UInt64(options.censusWait * 1e9) { return true }
-        if options.censusWaitsWhole { return false }
-        if case .named(let name) = options.selection {
-            // One host: its answer, or none within the quiet time (no bridge of it is online here).
-            return census.answers[FleetTopics.encodeLevel(name)] != nil || now >= census.sentAt + census.quietTime
-        }
-        let expected = state.hosts.values.filter { !$0.stale && $0.status?.leaseSeconds != nil }.map(\.level)
-        guard expected.allSatisfy({ census.answers[$0] != nil }) else { return false }
-        return now >= max(census.sentAt, census.lastAnswer) + census.quietTime
+    /// The hosts whose answer a round awaits besides its window: the one named, or every host known online with a
+    /// lease (a bridge that speaks for itself).
+    private var awaitedAnswers: [String] {
+        if case .named(let name) = options.selection { return [FleetTopics.encodeLevel(name)] }
+        return state.hosts.values.filter { !$0.stale && $0.status?.leaseSeconds != nil }.map(\.level)
     }
 
-    /// When the census settles at the latest, for the loop's wake-up.
-    var censusDeadline: UInt64? {
-        guard let census, !census.taken else { return nil }
-        let whole = census.sentAt + UInt64(options.censusWait * 1e9)
-        return options.censusWaitsWhole ? whole : min(whole, max(census.sentAt, census.lastAnswer) + census.quietTime)
+    /// Whether the census's round is over: for one named host, its answer or none within the quiet time (no bridge of
+    /// it is online here); for the fleet, ``CensusRead/roundOver(now:awaited:)``.
+    func censusRoundOver(now: UInt64) -> Bool {
+        guard let census, !census.settled else { return true }
+        if case .named(let name) = options.selection {
+            return census.answers[FleetTopics.encodeLevel(name)] != nil || now >= census.sentAt + census.quietTime
+        }
+        return census.roundOver(now: now, awaited: awaitedAnswers)
+    }
+
+    /// When the census's round may be over next, for the loop's wake-up.
+    func censusDeadline(after now: UInt64) -> UInt64? {
+        guard let census, !census.settled else { return nil }
+        if case .named = options.selection { return census.sentAt + census.quietTime }
+        return census.nextCheck(after: now)
+    }
+
+    /// Waits for the census's rounds to end, with another request while more bridges answered than a window carries;
+    /// a warning, and the read incomplete, when it may have missed hosts.
+    func settleCensus() throws(MQTTError) {
+        guard let census, !census.settled else { return }
+        while !self.census!.settled {
+            try run { censusRoundOver(now: monotonicNanoseconds()) }
+            if let seconds = self.census!.endRound(now: monotonicNanoseconds()) {
+                try sendCensusRound(Census.Request(window: seconds), windowSeconds: seconds)
+            }
+        }
+        guard let shortfall = self.census!.shortfall else { return }
+        incomplete = true
+        switch shortfall {
+        case .stillAnswering(let seconds):
+            warnings.append(
+                "accmon: mqtt: \(settings.address): bridges still answered the census when it ended \(format(seconds)) s "
+                    + "after its request: hosts the broker's retained store does not give this reader may be "
+                    + "missing; pass a longer --census-wait (docs/MQTT.md §5)")
+        case .moreThanCarried(let answers, let seconds):
+            let needed = CensusWindow.seconds(hosts: answers, room: census.room) * 2
+            warnings.append(
+                "accmon: mqtt: \(settings.address): \(answers) bridges answered the census, more than its window of "
+                    + "\(format(seconds)) s carries through a broker queue of \(brokerQueue) messages: answers may "
+                    + "have been dropped, and hosts the broker's retained store does not give this reader with them; "
+                    + "pass --census-wait \(format(needed)) or more, or raise the broker's max_queued_messages "
+                    + "(docs/MQTT.md §5)")
+        }
+    }
+
+    private func format(_ seconds: Double) -> String {
+        let tenths = (seconds * 10).rounded(.up) / 10
+        return tenths == tenths.rounded() ? String(Int(tenths)) : String(tenths)
     }
 
     /// Once the census settled, adds the hosts that answered and were not known to the read (with the status of their
     /// answer, and its count as what to expect); returns whether it added any.
     func takeCensus() throws(MQTTError) -> Bool {
         guard census != nil, !census!.taken else { return false }
-        try run { censusSettled(now: monotonicNanoseconds()) }
+        try settleCensus()
         census!.taken = true
         var added = false
         for (level, answer) in census!.answers.sorted(by: { $0.key < $1.key })

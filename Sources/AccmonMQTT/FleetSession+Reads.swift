@@ -12,16 +12,20 @@ extension FleetSession {
         incomplete = false
         decoding = follows ? nil : Decoding(decoder: AccessoryDecoder(handOver: eachHost))
         try connect()
-        try sendCensus()
         switch options.selection {
         case .named(let name):
             let level = FleetTopics.encodeLevel(name)
             // Its census answer first: its count, where the broker serves no status (a cluster node).
-            if census != nil { try run { censusSettled(now: monotonicNanoseconds()) } }
+            try sendCensus(hostsKnown: 1)
+            try settleCensus()
             listed.insert(level)
             plan.add(level: level, expected: censusCount(level: level))
         case .all, .matching:
             try readHostList()
+            // The census before any host's window: its answers and a window's retained messages would share the
+            // broker's queue for this reader.
+            try sendCensus(hostsKnown: listed.count)
+            try settleCensus()
         }
         if follows, case .all = options.selection {
             // Every host's changes from now on; each host's window brings what it holds.

@@ -282,7 +282,7 @@ final class FleetSession {
         if let stepDeadline, now >= stepDeadline { throw noAnswer() }
         if phase == .following, window == nil, let due = try startFollowingRead(now: now) { return due }
         // The newest window's marker: when it comes back, an older marker that did not was dropped.
-        guard var newest = ahead ?? window else { return min(now + 1_000_000_000, censusDeadline ?? .max) }
+        guard var newest = ahead ?? window else { return min(now + 1_000_000_000, censusDeadline(after: now) ?? .max) }
         let idle = now - min(newest.lastPacket, now)
         if idle >= Self.answerTimeout { throw noAnswer() }
         let mayHaveDropped = newest.packets + Self.uncountedPackets >= brokerQueue

@@ -92,12 +92,10 @@ struct FleetOptions {
 
     /// What the reader reads: the hosts `--host` selects, in windows under `--broker-queue`.
     var readOptions: FleetReadOptions {
-        var options = FleetReadOptions(
+        FleetReadOptions(
             selection: FleetSelection(pattern: hostPattern),
             brokerQueue: brokerQueue ?? FleetReadOptions.defaultBrokerQueue,
-            censusWait: censusWait ?? FleetReadOptions.defaultCensusWait)
-        options.censusWaitsWhole = censusWait != nil
-        return options
+            censusWindow: censusWait)
     }
 
     /// Whether a host is shown: `--host` names it or matches its name (shell wildcards).
@@ -132,10 +130,11 @@ struct FleetOptions {
                              the broker's login; the file must not be readable by every user
           --broker-queue N   with --broker: the messages the broker queues for one client (mosquitto's
                              max_queued_messages, default \(FleetReadOptions.defaultBrokerQueue)); reads stay under it
-          --census-wait S    with --broker: wait S seconds for the bridges' answers to this reader's census, which
-                             finds the hosts the broker's retained store does not give it (a cluster node); 0: no
-                             census; without it, at most 1 s, ending 50 ms after the last answer once every host
-                             known online answered
+          --census-wait S    with --broker: the window of this reader's census, which finds the hosts the
+                             broker's retained store does not give it (a cluster node): the bridges spread their
+                             answers over S seconds, and the read waits S, then until the answers stop; 0: no
+                             census; without it, a window sized for the hosts the retained store gives (0.1 s up
+                             to 10 s), again larger while more bridges answer than it carries
         """
 }
 

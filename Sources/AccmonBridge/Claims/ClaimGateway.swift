@@ -27,6 +27,9 @@ public final class ClaimGateway {
     var brokerRetry: UInt64 = 0
     /// What the bridge's loop says a census is answered with.
     let census: CensusBoard
+    /// The census answers owed, each at a moment within its request's window.
+    var censusAnswers = CensusAnswerQueue()
+    var random = SystemRandomNumberGenerator()
     var brokerBackoff = Backoff(ceilingSeconds: 10)
     /// Which of the broker's addresses is tried next (docs/MQTT.md §2).
     lazy var rotation = BrokerRotation(configuration.broker.addresses)
@@ -93,7 +96,9 @@ public final class ClaimGateway {
             if let client, let socket = client.socket {
                 waits.append(pollfd(fd: socket.rawValue, events: Int16(POLLIN | (client.wantsWrite ? POLLOUT : 0)), revents: 0))
             }
-            let deadlines = [accmond.nextDeadline, leases.nextExpiry, client == nil ? brokerRetry : nil].compactMap { $0 }
+            let deadlines = [
+                accmond.nextDeadline, leases.nextExpiry, client == nil ? brokerRetry : nil, censusAnswers.nextDue,
+            ].compactMap { $0 }
             let timeout = deadlines.min().map { $0 <= now ? 0 : Int32(min(($0 - now) / 1_000_000 + 1, 1000)) } ?? 1000
             if poll(&waits, nfds_t(waits.count), timeout) < 0 { continue }
             let after = monotonicNanoseconds()
@@ -111,6 +116,7 @@ public final class ClaimGateway {
                 }
                 if revents & POLLOUT != 0 { client.write() }
             }
+            sendCensusAnswers(now: after)
             client?.housekeeping()
             if client?.wantsWrite == true { client?.write() }
         }
@@ -130,16 +136,28 @@ public final class ClaimGateway {
         }
     }
 
-    /// Answers a reader's census on its response topic (only a reader's census topic), once the bridge is
-    /// synchronized with the broker: the host, its count of retained accessory topics, their digest and its status.
-    private func answerCensus(_ properties: MQTTMessageProperties) {
-        guard let client, let responseTopic = properties.responseTopic, topics.isCensusAnswerTopic(responseTopic),
-            let answer = census.answer(host: host)
-        else { return }
-        // try?: a census answer lost is a host the reader finds in the retained store, or not at all this time.
-        _ = try? client.publish(
-            topic: responseTopic, payload: answer.payload, retained: false, qos: 0,
-            properties: MQTTMessageProperties(correlationData: properties.correlationData))
+    /// Owes a reader's census request an answer on its response topic (only a reader's census topic), at a moment
+    /// taken at random within the request's window; a request naming another host is not this bridge's to answer.
+    private func oweCensusAnswer(_ payload: [UInt8], _ properties: MQTTMessageProperties, now: UInt64) {
+        guard let responseTopic = properties.responseTopic, topics.isCensusAnswerTopic(responseTopic) else { return }
+        let request = Census.Request.decode(payload)
+        guard request.isAnswered(by: host) else { return }
+        censusAnswers.owe(
+            responseTopic: responseTopic, correlation: properties.correlationData,
+            due: now + request.answerDelay(using: &random))
+    }
+
+    /// Sends the census answers due, once the bridge is synchronized with the broker: the host, its count of retained
+    /// accessory topics, their digest and its status, as they are when sent.
+    private func sendCensusAnswers(now: UInt64) {
+        let due = censusAnswers.takeDue(now: now)
+        guard let client, !due.isEmpty, let answer = census.answer(host: host) else { return }
+        for owed in due {
+            // try?: a census answer lost is a host the reader finds in the retained store, or not at all this time.
+            _ = try? client.publish(
+                topic: owed.responseTopic, payload: answer.payload, retained: false, qos: 0,
+                properties: MQTTMessageProperties(correlationData: owed.correlation))
+        }
     }
 
     /// The broker connection ended or failed. Its cause is the event path's to log (the same broker, the same
@@ -186,8 +204,8 @@ public final class ClaimGateway {
             case .disconnected(let error):
                 brokerFailed(error, now: now)
                 return
-            case .message(let topic, _, _, let properties) where topics.isCensusRequest(topic):
-                answerCensus(properties)
+            case .message(let topic, let payload, _, let properties) where topics.isCensusRequest(topic):
+                oweCensusAnswer(payload, properties, now: now)
             case .message(let topic, let payload, let retained, let properties):
                 if let user = topics.claimRequester(topic, host: host) {
                     request(from: user, payload: payload, retained: retained, properties: properties, now: now)

@@ -188,7 +188,9 @@ class FleetClaimer:
     def census(self, wait: float = 0.5) -> Dict[str, Dict[str, Any]]:
         """The online bridges' answers to a census (docs/MQTT.md §5), by host name: ``{"host", "accessories" (the
         count of its accessory topics), "digest", "status"}``; a host whose bridge is online answers even where the
-        broker's retained store does not give its status (a cluster node)."""
+        broker's retained store does not give its status (a cluster node). The bridges spread their answers over
+        the request's window, `wait` less 0.2 s for the last ones to arrive, so that a large fleet's answers do not
+        overflow the broker's queue for this client."""
         with self._lock:
             self._census = {}
             self._census_correlation = uuid.uuid4().hex.encode()
@@ -198,7 +200,8 @@ class FleetClaimer:
         properties.MessageExpiryInterval = 5
         properties.ResponseTopic = self._census_topic
         properties.CorrelationData = correlation
-        self._client.publish(f"{self.prefix}/$census/{_level(self._client_id)}", "{}", qos=0, properties=properties)
+        request = json.dumps({"window": round(max(0.0, wait - 0.2), 3)})
+        self._client.publish(f"{self.prefix}/$census/{_level(self._client_id)}", request, qos=0, properties=properties)
         time.sleep(wait)
         with self._lock:
             return dict(self._census)
