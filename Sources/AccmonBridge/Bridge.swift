@@ -59,8 +59,9 @@ public final class Bridge {
     /// Where the topics the bridge published are kept across runs (``PublishedTopicsFile``), and what was saved last.
     private var publishedFile: PublishedTopicsFile?
     private var savedPublished: Set<String> = []
-    private var savedGrowth = 0
     private var lastSave: UInt64 = 0
+    /// Whether the last append to the journal failed (said once until one succeeds).
+    private var journalFailed = false
 
     public init(configuration: BridgeConfiguration, identity: BridgeIdentity, census: CensusBoard, logger: Logger) {
         self.census = census
@@ -181,10 +182,11 @@ public final class Bridge {
     private func loadPublished() {
         guard let path = configuration.stateDirectory else { return }
         do {
-            let file = try PublishedTopicsFile.open(path)
-            publishedFile = file
+            var file = try PublishedTopicsFile.open(path)
             savedPublished = try file.read()
+            publishedFile = file
             relay.adopt(savedPublished)
+            relay.journal = { [unowned self] topic in self.journal(topic) }
         } catch {
             logger.warning(
                 .bridgeReconciliation,
@@ -193,22 +195,40 @@ public final class Bridge {
         }
     }
 
-    /// Saves the topics published when the set grew (at most once a second), or whenever it changed when `force`.
-    private func savePublished(now: UInt64, force: Bool) {
-        guard let publishedFile else { return }
-        if force {
-            guard relay.published != savedPublished else { return }
-        } else {
-            guard relay.publishedGrowth != savedGrowth, now >= lastSave + nanoseconds(1) else { return }
-        }
+    /// Appends a topic to the journal before its first publication.
+    private func journal(_ topic: String) {
         do {
-            try publishedFile.write(relay.published)
-            savedPublished = relay.published
-            savedGrowth = relay.publishedGrowth
-            lastSave = now
+            try publishedFile?.append(topic)
+            journalFailed = false
         } catch {
-            logger.warning(.bridgeReconciliation, "cannot save '\(publishedFile.path)': \(error)")
-            lastSave = now
+            if !journalFailed {
+                logger.warning(
+                    .bridgeReconciliation,
+                    "cannot append to the journal of published topics: \(error): a topic published before a crash "
+                        + "may be left on a broker node that does not show it to this bridge")
+            }
+            journalFailed = true
+        }
+    }
+
+    /// Writes the whole set of topics published, and empties the journal: when `force` (a synchronization, a stop)
+    /// and either changed; otherwise once the journal holds ``PublishedTopicsFile/journalCompaction`` lines (again a
+    /// second after a failure).
+    private func savePublished(now: UInt64, force: Bool) {
+        guard let file = publishedFile else { return }
+        if force {
+            guard relay.published != savedPublished || file.journalLines > 0 else { return }
+        } else {
+            guard file.journalLines >= PublishedTopicsFile.journalCompaction, now >= lastSave + nanoseconds(1) else {
+                return
+            }
+        }
+        lastSave = now
+        do {
+            try publishedFile!.write(relay.published)
+            savedPublished = relay.published
+        } catch {
+            logger.warning(.bridgeReconciliation, "cannot save '\(file.path)': \(error)")
         }
     }
 

@@ -49,8 +49,9 @@ struct EventRelay {
     /// earlier runs': what the bridge deletes at a synchronization when not desired, whether or not the broker
     /// showed them (a cluster node that does not serve every retained message, docs/MQTT.md §4).
     private(set) var published: Set<String> = []
-    /// Grows by one whenever ``published`` gains a topic: when to save it.
-    private(set) var publishedGrowth = 0
+    /// Told each topic before its first publication with a payload (it joins ``published``), to keep it across a
+    /// crash (``PublishedTopicsFile``).
+    var journal: ((String) -> Void)?
     /// What the retained topics published hold, as the census's digest (``Census/Digest``).
     private var retainedHashes = Census.Digest()
     /// Whether a publication failed because the connection did (its loss is reported next): publish nothing more on
@@ -200,13 +201,14 @@ struct EventRelay {
         _ topic: String, _ payload: [UInt8], retained: Bool, _ publisher: any MessagePublisher,
         into messages: inout [Int32], notes: inout [RelayNote]
     ) -> Bool {
+        if retained, !payload.isEmpty, !published.contains(topic) { journal?(topic) }
         do {
             messages.append(try publisher.publish(topic: topic, payload: payload, retained: retained))
             if retained { retainedHashes.set(topic, payload) }
             if retained, payload.isEmpty {
                 published.remove(topic)
-            } else if retained, published.insert(topic).inserted {
-                publishedGrowth += 1
+            } else if retained {
+                published.insert(topic)
             }
         } catch  where error.code == .invalidMessage {
             notes.append(.skipped(topic: topic, error))

@@ -58,6 +58,12 @@ public struct DirectoryDescriptor: Sendable {
         return FileDescriptor(rawValue: try valueOrErrno { openat(descriptor.rawValue, name, flags) })
     }
 
+    /// Opens `name` for appending as ``openForAppending(_:)`` does, creating it with `mode` when it is not there.
+    public func openForAppending(_ name: String, creatingWith mode: mode_t) throws(Errno) -> FileDescriptor {
+        let flags = O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC
+        return FileDescriptor(rawValue: try valueOrErrno { openat(descriptor.rawValue, name, flags, mode) })
+    }
+
     /// Renames `name` to `newName` in this directory, replacing what `newName` was (`renameat(2)`).
     public func rename(_ name: String, to newName: String) throws(Errno) {
         _ = try valueOrErrno { renameat(descriptor.rawValue, name, descriptor.rawValue, newName) }

@@ -49,6 +49,11 @@ public struct FileDescriptor: RawRepresentable, Sendable, Hashable {
         }
     }
 
+    /// Cuts the file to `length` bytes (`ftruncate(2)`).
+    public func truncate(to length: Int) throws(Errno) {
+        _ = try valueOrErrno { Glibc.ftruncate(rawValue, off_t(length)) }
+    }
+
     /// Sends all of `bytes` on a blocking socket, without raising `SIGPIPE` when the peer is gone.
     /// Sends `bytes` on a Unix socket with `descriptor` attached to the first of them (`SCM_RIGHTS`: the peer gets its
     /// own descriptor of the same open file), the rest as ``sendAll(_:)`` does.
