@@ -8,7 +8,7 @@ public enum CensusWindow {
     /// two-core VM, and a loaded machine is slower.
     public static let rate = 5_000.0
     /// The shortest window: bridges on other machines answer within it.
-    public static let shortest = 0.1
+    public static let shortest = 0.05
     /// The most rounds of an automatic census: each next one sized for twice the answers of the one before.
     public static let rounds = 3
 

@@ -133,7 +133,7 @@ struct FleetOptions {
           --census-wait S    with --broker: the window of this reader's census, which finds the hosts the
                              broker's retained store does not give it (a cluster node): the bridges spread their
                              answers over S seconds, and the read waits S, then until the answers stop; 0: no
-                             census; without it, a window sized for the hosts the retained store gives (0.1 s up
+                             census; without it, a window sized for the hosts the retained store gives (0.05 s up
                              to 10 s), again larger while more bridges answer than it carries
         """
 }
