@@ -13,17 +13,19 @@
   the census's rounds (requests the answerer got), its exit status and its wall time.
 - list: `tools/fleet_publish` publishes H × M (500 × 100 by default) with the same answering client for its hosts;
   `accmon list --broker` (the table) with and without the census, alternating.
-- failover: `accmond --simulate` and `accmon-mqtt` with the list of two mosquittos, 10 accessories plugged; the first
-  mosquitto killed with SIGKILL; the time until the host's online status, with its count, arrives through the second.
+- failover: `accmond --simulate` and `accmon-mqtt` with a broker of two addresses, 10 accessories plugged; the first
+  killed with SIGKILL; the time until the host's online status, with its count, arrives through the second. Two
+  brokers: two mosquittos, and the two nodes of an ejabberd cluster (bench/ejabberd_rig.py; the bridge logs in).
 
 Prints one JSON line per measurement, then a `census-summary` line with the medians.
 
 Usage: census.py BIN_DIR TOOLS_DIR [--repeats R] [--census-hosts N,N] [--hosts H] [--accessories M]
 """
-import argparse, json, os, random, signal, socket, subprocess, sys, tempfile, threading, time
+import argparse, json, os, random, signal, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import free_port, emit, median  # noqa: E402
+from common import LoopbackBroker, accepts, free_port, emit, median  # noqa: E402
+from ejabberd_rig import TESTER, Cluster  # noqa: E402
 
 import paho.mqtt.client as mqtt  # noqa: E402  (Debian's python3-paho-mqtt)
 from paho.mqtt.packettypes import PacketTypes  # noqa: E402
@@ -42,7 +44,7 @@ QUEUE = 40000
 DEFAULT_QUEUE = 1000  # mosquitto's max_queued_messages by default
 
 
-class Broker:
+class Broker(LoopbackBroker):
     def __init__(self, work, name, queue=QUEUE):
         self.port = free_port()
         config = os.path.join(work, f"{name}.conf")
@@ -52,25 +54,17 @@ class Broker:
         self.process = subprocess.Popen(["mosquitto", "-c", config], stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+            if accepts(self.port):
                 return
-            except OSError:
-                time.sleep(0.02)
+            time.sleep(0.02)
         raise SystemExit("mosquitto did not start")
 
-    @property
-    def url(self):
-        return f"mqtt://127.0.0.1:{self.port}"
 
-    def kill(self):
-        self.process.kill()
-        self.process.wait()
-
-
-def client(broker, name):
+def client(broker, name, login=None):
     made = mqtt.Client(client_id=name, protocol=mqtt.MQTTv5)
     made.max_queued_messages_set(0)
+    if login:
+        made.username_pw_set(*login)
     made.connect("127.0.0.1", broker.port)
     made.loop_start()
     return made
@@ -228,50 +222,77 @@ with tempfile.TemporaryDirectory() as work:
     answerer.client.loop_stop()
     broker.kill()
 
-# --- failover: the first of two mosquittos killed ------------------------------------------------------------------
-failovers = []
+# --- failover: the first of a broker's two addresses killed -----------------------------------------------------
+def failover(work, first, second, login=None):
+    """accmond --simulate with 10 accessories and accmon-mqtt with [first, second]; once the host's status with its
+    count is on the first, the first is killed: the seconds until that status arrives again through the second (a
+    watcher there, counting only what comes after the kill: a cluster's nodes pass each other's messages on)."""
+    socket_path = os.path.join(work, "accmond.sock")
+    manifest = os.path.join(work, "manifest.json")
+    with open(manifest, "w") as out:
+        json.dump({"version": 1, "accessories": [{"name": "all", "match": {"id": "*:*"}}]}, out)
+    daemon = subprocess.Popen([os.path.join(options.bin_dir, "accmond"), "--socket", socket_path, "--no-udev",
+                               "--simulate", "--state-dir", os.path.join(work, "state"), "--manifest", manifest,
+                               "--manifest-dir", os.path.join(work, "manifest.d")], stderr=subprocess.DEVNULL)
+    with open(machine := os.path.join(work, "machine-id"), "w") as out:
+        out.write("bench\n")
+    settings = {"broker": [first.url, second.url], "host": "lab-1", "socket": socket_path, "machineIDFile": machine,
+                "keepAlive": 5, "stateDirectory": os.path.join(work, "bridge")}
+    sub_login = []
+    if login:
+        with open(password := os.path.join(work, "lab-1.password"), "w") as out:
+            out.write("pw-lab-1\n")
+        os.chmod(password, 0o600)
+        settings.update(username="lab-1", passwordFile=password)
+        sub_login = ["-u", login[0], "-P", login[1]]
+    with open(config := os.path.join(work, "mqtt.json"), "w") as out:
+        json.dump(settings, out)
+    time.sleep(0.5)
+    for index in range(10):
+        subprocess.run([ACCMON, "--socket", socket_path, "simulate", "connect", "--kind", "usb", "--vendor",
+                        "1209", "--product", f"{index:04x}", "--serial", f"S{index}"], capture_output=True)
+    bridge = subprocess.Popen([os.path.join(options.bin_dir, "accmon-mqtt"), "--config", config],
+                              stderr=subprocess.DEVNULL)
+    arrived, killed = threading.Event(), [None]
+
+    def on_message(_c, _u, message):
+        if killed[0] is not None and b'"accessories":10' in message.payload and b'"online"' in message.payload:
+            arrived.set()
+
+    watcher = client(second, "failover-watcher", login)
+    watcher.on_message = on_message
+    watcher.subscribe("accmon/lab-1/status")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the bridge on the first, with its count
+        seen = subprocess.run(["mosquitto_sub", "-V", "mqttv5", "-p", str(first.port), *sub_login, "-t",
+                               "accmon/lab-1/status", "-C", "1", "-W", "2"], capture_output=True, text=True).stdout
+        if '"accessories":10' in seen:
+            break
+    killed[0] = time.monotonic()
+    first.kill()
+    arrived.wait(30)
+    seconds = time.monotonic() - killed[0] if arrived.is_set() else None
+    watcher.loop_stop()
+    for process in (bridge, daemon):
+        process.send_signal(signal.SIGTERM)
+        process.wait(10)
+    return seconds
+
+
+failovers = {"mosquitto": [], "ejabberd_cluster": []}
 for repeat in range(options.repeats):
     with tempfile.TemporaryDirectory() as work:
         first, second = Broker(work, "a"), Broker(work, "b")
-        socket_path = os.path.join(work, "accmond.sock")
-        manifest = os.path.join(work, "manifest.json")
-        with open(manifest, "w") as out:
-            json.dump({"version": 1, "accessories": [{"name": "all", "match": {"id": "*:*"}}]}, out)
-        daemon = subprocess.Popen([os.path.join(options.bin_dir, "accmond"), "--socket", socket_path, "--no-udev",
-                                   "--simulate", "--state-dir", os.path.join(work, "state"), "--manifest", manifest,
-                                   "--manifest-dir", os.path.join(work, "manifest.d")], stderr=subprocess.DEVNULL)
-        config = os.path.join(work, "mqtt.json")
-        with open(machine := os.path.join(work, "machine-id"), "w") as out:
-            out.write("bench\n")
-        with open(config, "w") as out:
-            json.dump({"broker": [first.url, second.url], "host": "lab-1", "socket": socket_path,
-                       "machineIDFile": machine, "keepAlive": 5, "stateDirectory": os.path.join(work, "bridge")}, out)
-        time.sleep(0.5)
-        for index in range(10):
-            subprocess.run([ACCMON, "--socket", socket_path, "simulate", "connect", "--kind", "usb", "--vendor",
-                            "1209", "--product", f"{index:04x}", "--serial", f"S{index}"], capture_output=True)
-        bridge = subprocess.Popen([os.path.join(options.bin_dir, "accmon-mqtt"), "--config", config],
-                                  stderr=subprocess.DEVNULL)
-        arrived = threading.Event()
-        watcher = client(second, "failover-watcher")
-        watcher.on_message = lambda _c, _u, m: arrived.set() if b'"accessories":10' in m.payload else None
-        watcher.subscribe("accmon/lab-1/status")
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # the bridge on the first, with its count
-            seen = subprocess.run(["mosquitto_sub", "-p", str(first.port), "-t", "accmon/lab-1/status", "-C", "1",
-                                   "-W", "2"], capture_output=True, text=True).stdout
-            if '"accessories":10' in seen:
-                break
-        killed = time.monotonic()
-        first.kill()
-        arrived.wait(30)
-        seconds = time.monotonic() - killed if arrived.is_set() else None
-        emit({"bench": "failover", "repeat": repeat, "seconds": seconds})
-        failovers.append(seconds)
-        watcher.loop_stop()
-        for process in (bridge, daemon):
-            process.send_signal(signal.SIGTERM)
-            process.wait(10)
+        seconds = failover(work, first, second)
+        emit({"bench": "failover", "broker": "mosquitto", "repeat": repeat, "seconds": seconds})
+        failovers["mosquitto"].append(seconds)
         second.kill()
-summary["failover_ms"] = median(failovers) * 1000 if all(failovers) else None
+    with tempfile.TemporaryDirectory() as work:
+        cluster = Cluster(work, ["lab-1"])
+        seconds = failover(work, cluster.a, cluster.b, login=TESTER)
+        emit({"bench": "failover", "broker": "ejabberd-cluster", "repeat": repeat, "seconds": seconds})
+        failovers["ejabberd_cluster"].append(seconds)
+        cluster.kill()
+for broker, values in failovers.items():
+    summary[f"failover_{broker}_ms"] = median(values) * 1000 if values and all(values) else None
 emit(summary)

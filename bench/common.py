@@ -97,3 +97,24 @@ def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def accepts(port):
+    """Whether something accepts connections on the loopback port."""
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+class LoopbackBroker:
+    """An MQTT broker process a bench started on a loopback port (`port`, `process`): its URL, and SIGKILL."""
+
+    @property
+    def url(self):
+        return f"mqtt://127.0.0.1:{self.port}"
+
+    def kill(self):
+        self.process.kill()
+        self.process.wait()
