@@ -26,6 +26,12 @@ def median(values):
     return statistics.median(values) if values else None
 
 
+def percentile(values, fraction):
+    """The nearest-rank percentile of `values` (`fraction` 0.5 for the median, 0.99 for p99); None when empty."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else None
+
+
 def raise_fd_limit():
     """Soft descriptor limit up to the hard one, for this process and the daemons it starts (1,000 clients)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

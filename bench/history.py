@@ -17,7 +17,7 @@ Usage: history.py BIN_DIR [--events 2000] [--rounds 3] [--entries 10000]
 import argparse, json, os, shutil, socket, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import accmond_arguments, emit, median, rss_kib, stop, wait_for_socket  # noqa: E402
+from common import accmond_arguments, emit, median, percentile, rss_kib, stop, wait_for_socket  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("bin_dir")
@@ -97,11 +97,6 @@ class Driver:
     def close(self):
         self.driver.close()
         self.subscriber.close()
-
-
-def percentile(values, fraction):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 builds = {"history-on": 10000, "history-off": 0}

@@ -39,7 +39,7 @@ import argparse, json, os, shutil, signal, socket, subprocess, sys, tempfile, th
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import accmond_arguments, accmond_help, emit, stop, wait_for_socket  # noqa: E402
+from common import accmond_arguments, accmond_help, emit, median, percentile, stop, wait_for_socket  # noqa: E402
 
 PHASES = ["unattacked", "cpu-hog", "status", "pipeline", "fairness", "restore", "churn", "fd-limit", "all"]
 # Phases that need the limits of issue 21 (an older accmond has no answer to them, and lacks the flags).
@@ -302,9 +302,8 @@ def drive(healthy, plugger, seconds, interval_ns, label):
     return latencies, lost, disorder
 
 
-def percentile(values, fraction):
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 1) if ordered else None
+def tenth(value):
+    return None if value is None else round(value, 1)
 
 
 def run_phase(phase, script):
@@ -337,8 +336,8 @@ def run_phase(phase, script):
         events = len(latencies) + lost
         return {"bench": "hostile", "tool": "accmond", "phase": phase, "seconds": round(elapsed, 2),
                 "interval_ms": options.interval_ms, "events": events, "lost": lost, "out_of_order": disorder,
-                "p50_us": percentile(latencies, 0.50), "p95_us": percentile(latencies, 0.95),
-                "p99_us": percentile(latencies, 0.99), "max_us": round(max(latencies), 1) if latencies else None,
+                "p50_us": tenth(percentile(latencies, 0.50)), "p95_us": tenth(percentile(latencies, 0.95)),
+                "p99_us": tenth(percentile(latencies, 0.99)), "max_us": round(max(latencies), 1) if latencies else None,
                 "rss_peak_kib": rss_peak, "rss_end_kib": rss_end, "cpu_per_second": round(cpu / elapsed, 3),
                 "log_bytes_per_minute": round(logged * 60 / elapsed),
                 "state_bytes_written": written, "state_bytes_per_event": round(written / events) if events else None,
@@ -356,12 +355,6 @@ def run_phase(phase, script):
 def target_of(phase):
     """The healthy p99's target, a multiple of the cpu-hog control's p99 in the same round (issue 30)."""
     return None if phase in ("unattacked", "cpu-hog") else (4.0 if phase == "all" else 2.0)
-
-
-def median(values):
-    values = sorted(v for v in values if v is not None)
-    return values[len(values) // 2] if len(values) % 2 else (
-        (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2 if values else None)
 
 
 LIMITS = "--max-connections-per-user" in accmond_help(options.bin_dir)

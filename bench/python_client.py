@@ -28,7 +28,7 @@ import argparse, json, os, shutil, socket, subprocess, sys, tempfile, threading,
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import accmond_arguments, emit, median, stop, wait_for_socket  # noqa: E402
+from common import accmond_arguments, emit, median, percentile, stop, wait_for_socket  # noqa: E402
 
 PYTHON_SOURCE = os.path.join(os.path.dirname(HERE), "clients", "python", "src")
 RECEIVERS = ["accmon-watch", "python-watch", "python-async", "python-blocking", "python-session"]
@@ -155,11 +155,6 @@ class Receiver:
                 elif stamp.isdigit():
                     received[rest.strip()] = int(stamp)
         return received
-
-
-def percentile(values, fraction):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else None
 
 
 def measure(name):

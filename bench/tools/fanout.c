@@ -33,14 +33,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
-static void die(const char *what) { perror(what); exit(1); }
+#include "bench_common.h"
 
 static void raise_fd_limit(void) {
     struct rlimit limit;

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "bench_common.h"
 
 #define UNCOUNTED 8
 
@@ -52,12 +53,6 @@ static int open_count;
 static long messages, accessories;
 static uint64_t last_packet;
 static size_t prefix_length;
-
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 static void fail(const char *what, int rc) {
     fprintf(stderr, "fleet_baseline: %s: %s\n", what, mosquitto_strerror(rc));

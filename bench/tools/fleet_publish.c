@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "bench_common.h"
 
 static struct mosquitto *client;
 static const char *prefix = "accmon";
@@ -34,12 +35,6 @@ static unsigned char *present; /* hosts * accessories flags: the accessory is co
 static int barrier_mid = -1, barrier_done;
 static volatile sig_atomic_t stopping;
 static uint64_t sequence;
-
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 static void fail(const char *what, int rc) {
     fprintf(stderr, "fleet_publish: %s: %s\n", what, mosquitto_strerror(rc));

@@ -33,6 +33,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include "bench_common.h"
 
 #define MAX_LISTENERS 16
 #define MAX_DEVICES 4096
@@ -76,19 +77,11 @@ static uint32_t murmur2(const char *text) {
     return h;
 }
 
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 static size_t put(char *block, size_t used, size_t size, const char *key, const char *value) {
     int n = snprintf(block + used, size - used, "%s=%s", key, value);
     if (n < 0 || (size_t)n + 1 > size - used) { fprintf(stderr, "uevent_blast: property block too small\n"); exit(2); }
     return used + (size_t)n + 1; /* keep the NUL: it separates the properties */
 }
-
-static void die(const char *what) { perror(what); exit(1); }
 
 int main(int argc, char **argv) {
     const char *devices_file = NULL, *times_file = NULL;
