@@ -109,6 +109,19 @@ public struct OptionCursor: Sendable {
         return chosen
     }
 
+    /// The next option of a command line that ends with a command to run (`accmon claim [OPTIONS] [--] COMMAND`):
+    /// `nil` at the end, or once the first operand came, which with every argument after it (as ``next()`` returns
+    /// them) is then `command`.
+    public mutating func nextOption(commandInto command: inout [String]) throws(UsageError) -> String? {
+        guard let argument = try next() else { return nil }
+        guard isOption(argument) else {
+            command = [argument]
+            while let operand = try next() { command.append(operand) }
+            return nil
+        }
+        return argument
+    }
+
     /// Everything not taken yet, as given.
     public mutating func rest() -> [String] {
         defer { remaining = [] }

@@ -60,12 +60,7 @@ struct OpenCommand: Command {
 
     init(_ arguments: inout OptionCursor, socket: String?) throws(UsageError) {
         var filtered = false
-        while let option = try arguments.next() {
-            guard arguments.isOption(option) else {
-                command = [option]
-                while let operand = try arguments.next() { command.append(operand) }
-                break
-            }
+        while let option = try arguments.nextOption(commandInto: &command) {
             switch option {
             case "--connection":
                 let text = try arguments.value(for: option)
