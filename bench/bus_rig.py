@@ -18,35 +18,9 @@ FLOOR_NAME = "org.accmon.bench.BusFloor"
 MEMBERS_GROUP, MEMBERS_GID = "users", 100
 CLIENT_USER = "nobody"
 
-BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <!-- The system bus's rules, as Debian's /usr/share/dbus-1/system.conf has them, on a socket of the bench's. -->
-  <type>system</type>
-  <listen>unix:path={socket}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
-    <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"
-          send_member="UpdateActivationEnvironment"/>
-    <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Debug.Stats"/>
-  </policy>
-  {limits}
-  <includedir>{policies}</includedir>
-</busconfig>
-"""
+# The system bus's rules, as the D-Bus tests run them (with {socket}, {limits} and {policies} to fill in).
+BUS_CONFIG = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Tests", "dbus",
+                               "system-bus.conf.in")).read()
 
 FLOOR_POLICY = f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
