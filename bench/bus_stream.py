@@ -47,7 +47,7 @@ sys.path.insert(0, HERE)
 from bus_rig import ACCMON_NAME, FLOOR_NAME, PrivateBus, as_member, member_manifest  # noqa: E402
 from bus_stream_summary import (BROKER_OF, BURST_RECEIVERS, LATENCY_ORDER, latency_record,  # noqa: E402
                                 summary_records)
-from common import accmond_arguments, emit  # noqa: E402
+from common import accmond_arguments, blast_uevents, emit  # noqa: E402
 from udev_stream_lines import Follower, UdevadmLines, parse_client, parse_watch  # noqa: E402
 from udev_stream_testbed import build_testbed  # noqa: E402  (imports gi: only inside the testbed's Python)
 
@@ -235,35 +235,8 @@ try:
         next_index += count
         times_file = os.path.join(work, "times")
         before = {key: schedstat(pid) for key, pid in pids.items()}
-        command = [tool("uevent_blast"), "--devices", devices_file, "--count", str(count), "--first", str(first),
-                   "--interval-us", str(interval_us), "--times", times_file]
-        listeners = list(dict.fromkeys(listener for _, _, listener in receivers.values()))
-        for path in listeners:
-            command += ["--socket", path]
-        sender = json.loads(subprocess.run(command, check=True, capture_output=True, text=True, env=plain_env).stdout)
-        sent = {}
-        with open(times_file) as source:
-            for line in source:
-                fields = line.split()
-                sent[int(fields[0])] = dict(zip(listeners, (int(value) for value in fields[1:])))
-        received = {name: {} for name in receivers}
-        wanted = set(range(first, first + count))
-        last_growth = time.time()
-        while True:
-            grew = False
-            for name, (follower, parse, _) in receivers.items():
-                for line in follower.new_lines():
-                    parsed = parse(line)
-                    if parsed and parsed[0] in wanted:
-                        received[name].setdefault(parsed[0], parsed[1])
-                        grew = True
-            if all(len(received[name]) == count for name in receivers):
-                break
-            if grew:
-                last_growth = time.time()
-            elif time.time() - last_growth > quiet_seconds:
-                break
-            time.sleep(0.01)
+        sent, received, sender = blast_uevents(tool("uevent_blast"), devices_file, times_file, first, count,
+                                               interval_us, receivers, quiet_seconds, plain_env)
         after = {key: schedstat(pid) for key, pid in pids.items()}
         cpu = {key: after[key][0] - before[key][0] for key in pids}
         cpu.update({f"{key}_runs": after[key][1] - before[key][1] for key in pids})

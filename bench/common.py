@@ -124,3 +124,41 @@ class LoopbackBroker:
     def kill(self):
         self.process.kill()
         self.process.wait()
+
+
+def blast_uevents(uevent_blast, devices_file, times_file, first, count, interval_us, receivers, quiet_seconds, env):
+    """One phase of the stream benches (udev_stream.py, bus_stream.py): tools/uevent_blast sends `count` uevents
+    (numbered from `first`, `interval_us` apart; 0: a burst) to the listener socket of every receiver, then each
+    receiver's lines are read until all came or none for `quiet_seconds`. `receivers` maps a name to (its follower,
+    which has `new_lines()`; a parser of a line to (index, value) or None; its listener socket). Returns the sending
+    times ({index: {listener: ns}}), what each receiver got ({name: {index: value}}) and the sender's JSON report."""
+    command = [uevent_blast, "--devices", devices_file, "--count", str(count), "--first", str(first),
+               "--interval-us", str(interval_us), "--times", times_file]
+    listeners = list(dict.fromkeys(listener for _, _, listener in receivers.values()))
+    for path in listeners:
+        command += ["--socket", path]
+    sender = json.loads(subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout)
+    sent = {}
+    with open(times_file) as source:
+        for line in source:
+            fields = line.split()
+            sent[int(fields[0])] = dict(zip(listeners, (int(value) for value in fields[1:])))
+    received = {name: {} for name in receivers}
+    wanted = set(range(first, first + count))
+    last_growth = time.time()
+    while True:
+        grew = False
+        for name, (follower, parse, _) in receivers.items():
+            for line in follower.new_lines():
+                parsed = parse(line)
+                if parsed and parsed[0] in wanted:
+                    received[name].setdefault(parsed[0], parsed[1])
+                    grew = True
+        if all(len(received[name]) == count for name in receivers):
+            break
+        if grew:
+            last_growth = time.time()
+        elif time.time() - last_growth > quiet_seconds:
+            break
+        time.sleep(0.01)
+    return sent, received, sender

@@ -34,7 +34,7 @@ if os.environ.get("ACCMON_BENCH_TESTBED") != "1":
     os.execvp("unshare", ["unshare", "-n", "sh", "-c", inner, os.path.abspath(__file__), *sys.argv[1:]])
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import emit, extra_accmond_options  # noqa: E402
+from common import blast_uevents, emit, extra_accmond_options  # noqa: E402
 from udev_stream_lines import Follower, UdevadmLines, parse_client, parse_watch  # noqa: E402
 from udev_stream_summary import percentile, summary_records  # noqa: E402
 from udev_stream_testbed import build_testbed  # noqa: E402  (imports gi: only inside the testbed's Python)
@@ -226,37 +226,11 @@ try:
         if watch_pid:
             pids["watch"] = watch_pid
         cpu_before = {key: cpu_ns(pid) for key, pid in pids.items()}
-        command = [os.path.join(options.tools_dir, "uevent_blast"), "--devices", devices_file, "--count", str(count),
-                   "--first", str(first), "--interval-us", str(interval_us), "--times", times_file]
-        listeners = list(dict.fromkeys(listener for _, _, listener in receivers.values()))
-        for path in listeners:
-            command += ["--socket", path]
-        sender = json.loads(subprocess.run(command, check=True, capture_output=True, text=True, env=plain_env).stdout)
-        sent = {}
-        with open(times_file) as source:
-            for line in source:
-                fields = line.split()
-                sent[int(fields[0])] = [int(value) for value in fields[1:]]
-        received = {name: {} for name in receivers}
-        wanted = set(range(first, first + count))
-        last_growth = time.time()
-        while True:
-            grew = False
-            for name, (follower, parse, _) in receivers.items():
-                for line in follower.new_lines():
-                    parsed = parse(line)
-                    if parsed and parsed[0] in wanted:
-                        received[name].setdefault(parsed[0], parsed[1])
-                        grew = True
-            if all(len(received[name]) == count for name in receivers):
-                break
-            if grew:
-                last_growth = time.time()
-            elif time.time() - last_growth > quiet_seconds:
-                break
-            time.sleep(0.01)
+        sent, received, sender = blast_uevents(os.path.join(options.tools_dir, "uevent_blast"), devices_file,
+                                               times_file, first, count, interval_us, receivers, quiet_seconds,
+                                               plain_env)
         cpu = {key: cpu_ns(pid) - cpu_before[key] for key, pid in pids.items()}
-        return first, {index: dict(zip(listeners, times)) for index, times in sent.items()}, received, cpu, sender
+        return first, sent, received, cpu, sender
 
     summary = {}
     if options.only in (None, "latency"):
