@@ -50,6 +50,8 @@ struct CensusRead {
     /// When this round's last answer came, and the hosts that answered it.
     var lastAnswer: UInt64 = 0
     var roundAnswers: Set<String> = []
+    /// The hosts the round waits for beyond its window (known online, with a lease) that have not answered yet.
+    var unanswered: Set<String> = []
     /// The round trip of the census's SUBSCRIBE to its SUBACK: how long an answer may take to come, at least.
     var roundTrip: UInt64 = 0
     /// The answers of every round, by host level.
@@ -75,8 +77,9 @@ struct CensusRead {
     var windowEnd: UInt64 { sentAt + window }
     var longestWait: UInt64 { windowEnd + max(Self.shortestOverrun, window) }
 
-    /// Starts a round with a window of `seconds`; returns its request's correlation data.
-    mutating func beginRound(windowSeconds seconds: Double, at now: UInt64) -> [UInt8] {
+    /// Starts a round with a window of `seconds`, waiting for the hosts of `awaiting` that no earlier round heard;
+    /// returns its request's correlation data.
+    mutating func beginRound(windowSeconds seconds: Double, awaiting: Set<String> = [], at now: UInt64) -> [UInt8] {
         round += 1
         correlation = Array("\(session) census \(round)".utf8)
         sentAt = now
@@ -84,6 +87,7 @@ struct CensusRead {
         carries = CensusWindow.carries(seconds: seconds, room: room)
         lastAnswer = 0
         roundAnswers = []
+        unanswered = awaiting.filter { answers[$0] == nil }
         return correlation
     }
 
@@ -93,17 +97,15 @@ struct CensusRead {
         let level = FleetTopics.encodeLevel(answer.host)
         answers[level] = answer
         roundAnswers.insert(level)
+        unanswered.remove(level)
         lastAnswer = now
         return true
     }
 
     /// Whether the round is over at `now`: ``quietTime`` passed since its window's end (an answer sent at its end is
-    /// on its way) and since the last answer, and every level of `awaited` answered (in any round); or its longest
-    /// wait passed.
-    func roundOver(now: UInt64, awaited: [String]) -> Bool {
-        if now >= longestWait { return true }
-        guard now >= max(windowEnd, lastAnswer) + quietTime else { return false }
-        return awaited.allSatisfy { answers[$0] != nil }
+    /// on its way) and since the last answer, and every host it awaits answered; or its longest wait passed.
+    func roundOver(now: UInt64) -> Bool {
+        now >= longestWait || (unanswered.isEmpty && now >= max(windowEnd, lastAnswer) + quietTime)
     }
 
     /// When after `now` the round may be over next, for the loop's wake-up: the quiet time after the window's end or

@@ -2,9 +2,10 @@ import AccmonSys
 
 extension FleetSession {
     /// Subscribes to this reader's census answers and publishes its first request (docs/MQTT.md §5): for one named
-    /// host, a request only its bridge answers, at once; for the fleet, one whose window is sized for `hostsKnown`
-    /// (or `--census-wait`). Nothing without a census (`--census-wait 0`) or when the broker refuses the topic.
-    func sendCensus(hostsKnown: Int) throws(MQTTError) {
+    /// host, a request only its bridge answers, at once; for the fleet, one whose window is sized for the hosts the
+    /// host list gave (or `--census-wait`). Nothing without a census (`--census-wait 0`) or when the broker refuses
+    /// the topic.
+    func sendCensus() throws(MQTTError) {
         guard options.censusWindow != 0, client != nil else { return }
         let answerTopic = topics.censusAnswers(clientID: clientID)
         // The room: what two windows of a read may hold, as no window is read meanwhile.
@@ -29,7 +30,7 @@ extension FleetSession {
         if case .named(let name) = options.selection {
             try sendCensusRound(Census.Request(host: name), windowSeconds: 0)
         } else {
-            let seconds = options.censusWindow ?? CensusWindow.seconds(hosts: hostsKnown, room: census.room)
+            let seconds = options.censusWindow ?? CensusWindow.seconds(hosts: listed.count, room: census.room)
             try sendCensusRound(Census.Request(window: seconds), windowSeconds: seconds)
         }
     }
@@ -38,7 +39,8 @@ extension FleetSession {
     /// expiry.
     private func sendCensusRound(_ request: Census.Request, windowSeconds: Double) throws(MQTTError) {
         guard let client else { throw MQTTError(.unreachable, "mqtt: not connected") }
-        let correlation = census!.beginRound(windowSeconds: windowSeconds, at: monotonicNanoseconds())
+        let correlation = census!.beginRound(
+            windowSeconds: windowSeconds, awaiting: awaitedAnswers, at: monotonicNanoseconds())
         _ = try client.publish(
             topic: topics.censusRequest(clientID: clientID), payload: request.payload, retained: false, qos: 0,
             properties: MQTTMessageProperties(
@@ -55,21 +57,21 @@ extension FleetSession {
         return true
     }
 
-    /// The hosts whose answer a round awaits besides its window: the one named, or every host known online with a
-    /// lease (a bridge that speaks for itself).
-    private var awaitedAnswers: [String] {
-        if case .named(let name) = options.selection { return [FleetTopics.encodeLevel(name)] }
-        return state.hosts.values.filter { !$0.stale && $0.status?.leaseSeconds != nil }.map(\.level)
+    /// The hosts whose answer a fleet's round awaits besides its window: every host known online with a lease (a
+    /// bridge that speaks for itself), taken once as the round begins.
+    private var awaitedAnswers: Set<String> {
+        if case .named = options.selection { return [] }
+        return Set(state.hosts.values.filter { !$0.stale && $0.status?.leaseSeconds != nil }.map(\.level))
     }
 
     /// Whether the census's round is over: for one named host, its answer or none within the quiet time (no bridge of
-    /// it is online here); for the fleet, ``CensusRead/roundOver(now:awaited:)``.
+    /// it is online here); for the fleet, ``CensusRead/roundOver(now:)``.
     func censusRoundOver(now: UInt64) -> Bool {
         guard let census, !census.settled else { return true }
         if case .named(let name) = options.selection {
             return census.answers[FleetTopics.encodeLevel(name)] != nil || now >= census.sentAt + census.quietTime
         }
-        return census.roundOver(now: now, awaited: awaitedAnswers)
+        return census.roundOver(now: now)
     }
 
     /// When the census's round may be over next, for the loop's wake-up.

@@ -16,7 +16,7 @@ extension FleetSession {
         case .named(let name):
             let level = FleetTopics.encodeLevel(name)
             // Its census answer first: its count, where the broker serves no status (a cluster node).
-            try sendCensus(hostsKnown: 1)
+            try sendCensus()
             try settleCensus()
             listed.insert(level)
             plan.add(level: level, expected: censusCount(level: level))
@@ -24,7 +24,7 @@ extension FleetSession {
             try readHostList()
             // The census before any host's window: its answers and a window's retained messages would share the
             // broker's queue for this reader.
-            try sendCensus(hostsKnown: listed.count)
+            try sendCensus()
             try settleCensus()
         }
         if follows, case .all = options.selection {

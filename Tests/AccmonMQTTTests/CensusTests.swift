@@ -56,31 +56,43 @@ import Testing
         }
     }
 
-    /// A round ends once quiet after its window and its last answer, with every awaited host answered, or at its
-    /// longest wait; only its own answers count.
+    /// A round ends once quiet after its window and its last answer, or at its longest wait while a host it awaits
+    /// has not answered; only its own answers count, and a host heard in an earlier round is not awaited again.
     @Test func aRoundWaitsItsWindowThenTheQuietAndTakesOnlyItsOwnAnswers() {
-        var census = CensusRead(answerTopic: "t", session: "s", room: 10, automatic: true)
-        let start: UInt64 = 100 * Self.second
-        let first = census.beginRound(windowSeconds: 0.5, at: start)
         let quiet = CensusRead.quiet
+        let start: UInt64 = 100 * Self.second
+        let windowEnd = start + Self.second / 2
+        var census = CensusRead(answerTopic: "t", session: "s", room: 10, automatic: true)
+        let first = census.beginRound(windowSeconds: 0.5, at: start)
         let tookOwn = census.take(answer("a"), correlation: first, at: start + Self.second / 10)
         let tookOther = census.take(answer("b"), correlation: Array("other".utf8), at: start)
         #expect(tookOwn && !tookOther)
         #expect(census.answers.keys.sorted() == ["a"])
-        // A lull longer than the quiet time inside the window does not end it.
-        #expect(!census.roundOver(now: start + Self.second / 2, awaited: []))
-        #expect(census.roundOver(now: start + Self.second / 2 + quiet, awaited: []))
-        #expect(census.nextCheck(after: start) == start + Self.second / 2 + quiet)
-        // An answer just before the end: the quiet time after it.
-        _ = census.take(answer("c"), correlation: first, at: start + Self.second / 2 + quiet - 1)
-        #expect(!census.roundOver(now: start + Self.second / 2 + quiet, awaited: []))
-        // A host known online that has not answered: until the longest wait (the window again, 1 s at least).
-        #expect(!census.roundOver(now: start + Self.second, awaited: ["late"]))
-        #expect(census.nextCheck(after: start + Self.second) == start + Self.second / 2 + Self.second)
-        #expect(census.roundOver(now: start + Self.second / 2 + Self.second, awaited: ["late"]))
-        let another = census.endRound(now: start + Self.second)
+        // A lull longer than the quiet time inside the window does not end it; the quiet time after its end does.
+        #expect(!census.roundOver(now: windowEnd))
+        #expect(census.roundOver(now: windowEnd + quiet))
+        #expect(census.nextCheck(after: start) == windowEnd + quiet)
+        // An answer just before that: the quiet time after it.
+        _ = census.take(answer("c"), correlation: first, at: windowEnd + quiet - 1)
+        #expect(!census.roundOver(now: windowEnd + quiet))
+        #expect(census.roundOver(now: windowEnd + 2 * quiet))
+
+        // A host known online that does not answer: until the longest wait (the window again, 1 s at least).
+        var waiting = CensusRead(answerTopic: "t", session: "s", room: 10, automatic: true)
+        let round = waiting.beginRound(windowSeconds: 0.5, awaiting: ["late", "a"], at: start)
+        _ = waiting.take(answer("a"), correlation: round, at: start)
+        #expect(waiting.unanswered == ["late"])
+        #expect(!waiting.roundOver(now: start + Self.second))
+        #expect(waiting.nextCheck(after: start + Self.second) == windowEnd + Self.second)
+        #expect(waiting.roundOver(now: windowEnd + Self.second))
+        let another = waiting.endRound(now: windowEnd + Self.second)
         #expect(another == nil)
-        #expect(census.settled && census.shortfall == nil)
+        #expect(waiting.settled && waiting.shortfall == nil)
+        // In a next round, "a" (heard already) is not awaited; "late" is until it answers.
+        let next = waiting.beginRound(windowSeconds: 0.5, awaiting: ["late", "a"], at: start)
+        #expect(waiting.unanswered == ["late"])
+        _ = waiting.take(answer("late"), correlation: next, at: start)
+        #expect(waiting.unanswered.isEmpty && waiting.roundOver(now: windowEnd + quiet))
     }
 
     /// More answers than the window carries: another round, twice as large, then a shortfall past the last round;
@@ -125,7 +137,7 @@ import Testing
         let longest = trickling.longestWait
         #expect(longest == now + Self.second / 5 + Self.second)
         _ = trickling.take(answer("x"), correlation: trickle, at: longest - 1)
-        #expect(trickling.roundOver(now: longest, awaited: []))
+        #expect(trickling.roundOver(now: longest))
         let trickleAnother = trickling.endRound(now: longest)
         #expect(trickleAnother == nil)
         #expect(trickling.shortfall == .stillAnswering(seconds: 1.2))
