@@ -219,9 +219,7 @@ public final class Bridge {
         if force {
             guard relay.published != savedPublished || file.journalLines > 0 else { return }
         } else {
-            guard file.journalLines >= PublishedTopicsFile.journalCompaction, now >= lastSave + nanoseconds(1) else {
-                return
-            }
+            guard file.wantsCompaction, now >= lastSave + nanoseconds(1) else { return }
         }
         lastSave = now
         do {

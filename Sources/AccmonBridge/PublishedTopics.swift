@@ -23,6 +23,9 @@ struct PublishedTopicsFile {
     /// The lines appended to the journal since it was last emptied.
     private(set) var journalLines = 0
 
+    /// Whether the set is due to be written whole, the journal emptied: it holds ``journalCompaction`` lines.
+    var wantsCompaction: Bool { journalLines >= Self.journalCompaction }
+
     /// Opens (creating it, mode 0700) the state directory at `path`, and its journal.
     static func open(_ path: String) throws(Errno) -> PublishedTopicsFile {
         try DirectoryDescriptor.create(path, mode: 0o700)

@@ -36,6 +36,25 @@ import Testing
         var third = try PublishedTopicsFile.open(path)
         #expect(try third.read() == ["accmon/lab-1/accessories/b/2", "accmon/lab-1/accessories/c/3"])
     }
+
+    /// The journal asks to be folded into the set once it holds ``PublishedTopicsFile/journalCompaction`` lines, and
+    /// not after the set was written whole.
+    @Test func aLongJournalIsDueToBeFoldedIntoTheSet() throws {
+        let directory = try TemporaryDirectory()
+        var file = try PublishedTopicsFile.open(directory.file("state"))
+        var topics: Set<String> = []
+        for index in 0..<PublishedTopicsFile.journalCompaction {
+            #expect(!file.wantsCompaction)
+            let topic = "accmon/lab-1/accessories/a/\(index)"
+            try file.append(topic)
+            topics.insert(topic)
+        }
+        #expect(file.wantsCompaction)
+        try file.write(topics)
+        #expect(!file.wantsCompaction)
+        var again = try PublishedTopicsFile.open(directory.file("state"))
+        #expect(try again.read() == topics && !again.wantsCompaction)
+    }
 }
 
 extension BridgeProcessTests {
