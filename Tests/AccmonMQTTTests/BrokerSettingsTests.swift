@@ -105,20 +105,21 @@ import Testing
             BrokerAddress(host: "a", port: 1883, usesTLS: false), BrokerAddress(host: "b", port: 1884, usesTLS: false),
             BrokerAddress(host: "::1", port: 1883, usesTLS: false),
         ])
-    let cases: [(String, String)] = [
-        ("", "URL 1 of 1 is empty"),
-        ("mqtt://a,", "URL 2 of 2 is empty"),
-        ("mqtt://a,ftp://b", "'ftp://b' is not a broker URL"),
-        ("mqtt://a,mqtt://a:1883", "'mqtt://a:1883': given twice (as mqtt://a:1883)"),
-        ("mqtts://a,mqtt://b", "mqtt:// and mqtts:// in one list"),
-    ]
-    for (text, reason) in cases {
-        guard case .failure(let problem) = BrokerAddress.parseList(text) else {
-            Issue.record("'\(text)' was accepted")
-            continue
-        }
-        #expect(problem.reason.contains(reason), "\(text): \(problem.reason)")
+}
+
+@Test(arguments: [
+    ("", "URL 1 of 1 is empty"),
+    ("mqtt://a,", "URL 2 of 2 is empty"),
+    ("mqtt://a,ftp://b", "'ftp://b' is not a broker URL"),
+    ("mqtt://a,mqtt://a:1883", "'mqtt://a:1883': given twice (as mqtt://a:1883)"),
+    ("mqtts://a,mqtt://b", "mqtt:// and mqtts:// in one list"),
+])
+func aBrokerListIsRefusedSayingWhichURLAndWhy(text: String, reason: String) {
+    guard case .failure(let problem) = BrokerAddress.parseList(text) else {
+        Issue.record("'\(text)' was accepted")
+        return
     }
+    #expect(problem.reason.contains(reason), "\(text): \(problem.reason)")
 }
 
 @Test func aRotationTriesTheNextAddressAtOnceThenBacksOffOnceEveryOneFailed() {
