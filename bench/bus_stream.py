@@ -32,7 +32,7 @@ Usage: bus_stream.py BIN_DIR TOOLS_DIR [--policy FILE] [--repeats R] [--latency-
   BIN_DIR: accmond and accmon (release); TOOLS_DIR: uevent_blast, stamp, relay, bus_relay, bus_client,
   bus_glib_client; FILE: the policy (default: this checkout's packaging/dbus/org.accmon.Accmon1.conf)
 """
-import argparse, glob, json, os, shutil, signal, subprocess, sys, tempfile, time
+import argparse, glob, os, shutil, signal, subprocess, sys, tempfile, time
 
 QUEUE_LENGTH = 65536
 DEVICES = 64

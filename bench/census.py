@@ -24,7 +24,7 @@ Usage: census.py BIN_DIR TOOLS_DIR [--repeats R] [--census-hosts N,N] [--hosts H
 import argparse, json, os, random, signal, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import LoopbackBroker, accepts, free_port, emit, median  # noqa: E402
+from common import LoopbackBroker, free_port, emit, median, wait_accepting  # noqa: E402
 from ejabberd_rig import TESTER, Cluster  # noqa: E402
 
 import paho.mqtt.client as mqtt  # noqa: E402  (Debian's python3-paho-mqtt)
@@ -52,12 +52,7 @@ class Broker(LoopbackBroker):
             out.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\nuser root\n"
                       f"max_queued_messages {queue}\nset_tcp_nodelay true\n")
         self.process = subprocess.Popen(["mosquitto", "-c", config], stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if accepts(self.port):
-                return
-            time.sleep(0.02)
-        raise SystemExit("mosquitto did not start")
+        wait_accepting(self.port, "mosquitto")
 
 
 def client(broker, name, login=None):

@@ -5,6 +5,8 @@ second through one broker (claim and release round trips of one MQTT client, eac
 mosquitto, the bridge and accmond and back). The MQTT client is Debian's python3-paho-mqtt."""
 import json, os, socket, subprocess, time, uuid
 
+from common import free_port, wait_accepting
+
 HOST = "bench"
 USER = "ci"
 
@@ -29,20 +31,20 @@ def manifest():
 
 
 def acl(source_dir):
-    """The ACL of docs/MQTT.md §12.2, with a block for the host `bench` in front."""
+    """The ACL of docs/MQTT.md §12.2, with a block for the host `bench` in front: the page's block for `lab-1` (its
+    subtree and the census) under the bench's host name."""
     with open(os.path.join(source_dir, "docs", "MQTT.md")) as page:
         text = page.read()
     start = text.index("```\n# /etc/mosquitto/acl (fleet claims)\n") + 4
-    return f"user {HOST}\ntopic readwrite accmon/{HOST}/#\n" + text[start:text.index("```", start)]
+    page_acl = text[start:text.index("```", start)]
+    lab1 = page_acl[page_acl.index("user lab-1\n"):page_acl.index("user lab-2\n")]
+    return lab1.replace("lab-1", HOST) + page_acl
 
 
 class RemoteRig:
     def __init__(self, bin_dir, work, socket_path, source_dir):
         self.bin_dir, self.work, self.processes = bin_dir, work, []
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.port = probe.getsockname()[1]
-        probe.close()
+        self.port = free_port()
         passwords = os.path.join(work, "passwords")
         for index, user in enumerate([HOST, USER]):
             subprocess.run(["mosquitto_passwd", *(["-c"] if index == 0 else []), "-b", passwords, user, f"pw-{user}"],
@@ -54,12 +56,7 @@ class RemoteRig:
                        f"log_type error\nset_tcp_nodelay true\npassword_file {passwords}\n"
                        f"acl_file {os.path.join(work, 'acl')}\n")
         self.spawn(["mosquitto", "-c", os.path.join(work, "mosquitto.conf")])
-        for _ in range(1000):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.01)
+        wait_accepting(self.port, "mosquitto")
         self.password_files = {}
         for user in (HOST, USER):
             path = os.path.join(work, f"{user}.password")

@@ -105,6 +105,15 @@ def free_port():
         return probe.getsockname()[1]
 
 
+def wait_accepting(port, what, timeout=10):
+    """Waits until something accepts connections on the loopback port; ends the bench naming `what` if nothing does."""
+    deadline = time.monotonic() + timeout
+    while not accepts(port):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: {what} did not start")
+        time.sleep(0.01)
+
+
 def accepts(port):
     """Whether something accepts connections on the loopback port."""
     try:
@@ -162,3 +171,40 @@ def blast_uevents(uevent_blast, devices_file, times_file, first, count, interval
             break
         time.sleep(0.01)
     return sent, received, sender
+
+
+class Driver:
+    """A plain client of accmond's socket (docs/PROTOCOL.md) that a bench drives accmond with: `hello` once
+    connected, then requests, each with its reply (the events between are skipped; an error ends the bench). `send`
+    and `reply` apart, for requests sent ahead of their replies."""
+
+    REPLIES = ("ok", "hello", "error", "list", "status")
+
+    def __init__(self, path, client):
+        self.socket = socket.socket(socket.AF_UNIX)
+        self.socket.connect(path)
+        self.buffer = b""
+        self.next_id = 1
+        self.request({"type": "hello", "versions": [1], "client": client})
+
+    def send(self, message):
+        self.socket.sendall((json.dumps(dict(message, id=self.next_id)) + "\n").encode())
+        self.next_id += 1
+
+    def reply(self):
+        while True:
+            while b"\n" not in self.buffer:
+                self.buffer += self.socket.recv(65536)
+            line, _, self.buffer = self.buffer.partition(b"\n")
+            message = json.loads(line)
+            if message.get("type") == "error":
+                raise SystemExit(f"bench: accmond: {message}")
+            if message.get("type") in self.REPLIES:
+                return message
+
+    def request(self, message):
+        self.send(message)
+        return self.reply()
+
+    def close(self):
+        self.socket.close()

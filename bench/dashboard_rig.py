@@ -1,8 +1,8 @@
 """The parts `dashboard.py` runs: a fleet (mosquitto, accmond and accmon-mqtt per host, a driver connection to each
 accmond) and headless Chromium with the page's hooks (`#accessories` rows, the `accmon:state-rendered` mark)."""
-import json, os, socket, subprocess, time
+import json, os, subprocess, time
 
-from common import free_port, stop, wait_for_socket
+from common import Driver, free_port, stop, wait_accepting, wait_for_socket
 
 
 def cpu_seconds(pid):
@@ -43,25 +43,8 @@ class Host:
             self.processes.append(subprocess.Popen(
                 [f"{bin_dir}/accmon-mqtt", "--config", os.path.join(self.work, "mqtt.json"), "--log-level",
                  "warning"], stdout=subprocess.DEVNULL, stderr=log))
-        self.driver = socket.socket(socket.AF_UNIX)
-        self.driver.connect(self.socket_path)
-        self.buffer = b""
-        self.next_id = 1
-        self.request({"type": "hello", "versions": [1], "client": "bench-dashboard"})
-
-    def request(self, message):
-        message = dict(message, id=self.next_id)
-        self.next_id += 1
-        self.driver.sendall((json.dumps(message) + "\n").encode())
-        while True:
-            while b"\n" not in self.buffer:
-                self.buffer += self.driver.recv(65536)
-            line, _, self.buffer = self.buffer.partition(b"\n")
-            reply = json.loads(line)
-            if reply.get("type") == "error":
-                raise SystemExit(f"bench: accmond: {reply}")
-            if reply.get("type") in ("ok", "hello"):
-                return reply
+        self.accmond = Driver(self.socket_path, "bench-dashboard")
+        self.request = self.accmond.request
 
     def plug(self, serial):
         accessory = {"kind": "usb", "vendorID": "1209", "productID": "0001", "serialNumber": serial,
@@ -72,7 +55,7 @@ class Host:
         self.request({"type": "simulate", "action": "disconnect", "connectionID": connection})
 
     def close(self):
-        self.driver.close()
+        self.accmond.close()
         for process in reversed(self.processes):
             stop(process)
 
@@ -86,15 +69,7 @@ class Fleet:
                        "max_queued_messages 100000\n")
         self.broker = subprocess.Popen(["mosquitto", "-c", os.path.join(work, "mosquitto.conf")],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise SystemExit("bench: mosquitto did not start")
-                time.sleep(0.02)
+        wait_accepting(self.port, "mosquitto")
         self.hosts = []
         try:
             for index in range(hosts):
@@ -195,15 +170,7 @@ class Browser:
         self.server = subprocess.Popen(["/usr/bin/python3", "-m", "http.server", str(port), "--bind", "127.0.0.1",
                                         "--directory", directory], stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise SystemExit("bench: the static server did not start")
-                time.sleep(0.02)
+        wait_accepting(port, "the static server")
         return f"http://127.0.0.1:{port}/index.html"
 
     def load_static(self, url):

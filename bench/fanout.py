@@ -12,7 +12,7 @@ count with the medians and accmond / minimal sender.
 
 Usage: fanout.py BIN_DIR TOOLS_DIR [--counts 1,10,100,1000] [--repeats R (11)] [--rounds N]
 """
-import argparse, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import accmond_arguments, emit, median, raise_fd_limit, stop, wait_for_socket  # noqa: E402

@@ -1,9 +1,9 @@
 """The MQTT suite's rig (bench/mqtt.py): a mosquitto on a free port, `accmond --simulate --no-udev` and `accmon-mqtt`
 publishing it as host `bench` (or, with bridge=False, accmond alone for the minimal relay), in one work directory,
 with the receivers' output timed by tools/stamp; and the small measures the suite takes of its processes."""
-import json, os, socket, subprocess, time
+import json, os, subprocess, time
 
-from common import free_port, accmond_arguments, stop, wait_for_socket
+from common import Driver, free_port, accmond_arguments, stop, wait_accepting, wait_for_socket
 
 BRIDGE_HOST = "bench"
 
@@ -60,11 +60,8 @@ class Rig:
                        "machineIDFile": os.path.join(work, "machine-id")}, config)
         if self.with_bridge:
             self.start_bridge()
-        self.driver = socket.socket(socket.AF_UNIX)
-        self.driver.connect(self.socket_path)
-        self.buffer = b""
-        self.next_id = 1
-        self.request({"type": "hello", "versions": [1], "client": "bench-mqtt"})
+        self.driver = Driver(self.socket_path, "bench-mqtt")
+        self.send, self.reply, self.request = self.driver.send, self.driver.reply, self.driver.request
 
     def start_bridge(self):
         self.bridge = self.spawn([f"{self.bin_dir}/accmon-mqtt", "--config", os.path.join(self.work, "mqtt.json"),
@@ -79,14 +76,7 @@ class Rig:
 
     def start_broker(self):
         self.broker = self.spawn(["mosquitto", "-c", os.path.join(self.work, "mosquitto.conf")], log="mosquitto")
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.01)
-        raise SystemExit("bench: mosquitto did not start")
+        wait_accepting(self.port, "mosquitto")
 
     def wait_for_log(self, name, text, timeout=30):
         deadline = time.time() + timeout
@@ -114,26 +104,6 @@ class Rig:
         process = self.stamped(["mosquitto_sub", "-p", str(self.port), "-t", topic, "-F", fmt], name)
         time.sleep(0.3)
         return process
-
-    def send(self, message):
-        message = dict(message, id=self.next_id)
-        self.next_id += 1
-        self.driver.sendall((json.dumps(message) + "\n").encode())
-
-    def reply(self):
-        while True:
-            while b"\n" not in self.buffer:
-                self.buffer += self.driver.recv(65536)
-            line, _, self.buffer = self.buffer.partition(b"\n")
-            message = json.loads(line)
-            if message.get("type") in ("ok", "hello", "error", "list", "status"):
-                if message.get("type") == "error":
-                    raise SystemExit(f"bench: accmond: {message}")
-                return message
-
-    def request(self, message):
-        self.send(message)
-        return self.reply()
 
     @staticmethod
     def plug_message(serial):

@@ -15,7 +15,7 @@ the node itself, so polkit is not asked, as on the tests' bus):
   release over the socket, one client).
 What the bus adds to a claim is `open_fd_us` − `socket_claim_us` (p50), of which `bus_call_us` is the bus's own round
 trip. One JSON line per figure."""
-import argparse, json, os, socket, subprocess, sys, tempfile, time
+import argparse, os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import bus_rig  # noqa: E402

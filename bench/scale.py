@@ -24,10 +24,10 @@ baseline.
 Usage: scale.py BIN_DIR TOOLS_DIR [--repeats R] [--hosts N] [--accessories M] [--churn E] [--broker-queue L]
                                   [--mosquitto-setting LINE]...
 """
-import argparse, json, os, re, socket, subprocess, sys, tempfile, threading, time
+import argparse, json, os, re, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import free_port, emit, median, stop  # noqa: E402
+from common import free_port, emit, median, stop, wait_accepting  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("bin_dir")
@@ -96,14 +96,7 @@ class Broker:
                       f"log_dest file {self.log}\nlog_type error\nlog_type warning\nlog_type notice\n"
                       "log_type information\n" + "".join(line + "\n" for line in options.mosquitto_setting))
         self.process = subprocess.Popen(["/usr/sbin/mosquitto", "-c", config], stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.02)
-        raise SystemExit("bench: mosquitto did not start")
+        wait_accepting(self.port, "mosquitto")
 
     @property
     def url(self):

@@ -25,10 +25,10 @@ Prints one JSON line per measurement and repeat, then a `sites-summary` line.
 Usage: sites.py BIN_DIR TOOLS_DIR --docs DOCS/MQTT.md [--repeats R] [--hosts N] [--accessories M] [--churn E]
                                   [--lease-hosts H] [--lease-seconds S] [--latency-events K]
 """
-import argparse, json, os, socket, subprocess, sys, tempfile, time
+import argparse, json, os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import free_port, accmond_arguments, emit, median, rss_kib, stop, wait_for_socket  # noqa: E402
+from common import Driver, free_port, accmond_arguments, emit, median, rss_kib, stop, wait_accepting, wait_for_socket  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("bin_dir")
@@ -71,14 +71,7 @@ class Broker:
             out.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\nuser root\n"
                       + "".join(line + "\n" for line in settings))
         self.process = subprocess.Popen(["/usr/sbin/mosquitto", "-c", config], stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.02)
-        raise SystemExit(f"bench: mosquitto {name} did not start")
+        wait_accepting(self.port, f"mosquitto {name}")
 
     @property
     def url(self):
@@ -178,28 +171,12 @@ class Host:
         self.log = os.path.join(self.work, "bridge.err")
         self.bridge = subprocess.Popen([f"{options.bin_dir}/accmon-mqtt", "--config", config, "--log-level", "info"],
                                        stderr=open(self.log, "w"))
-        self.driver = socket.socket(socket.AF_UNIX)
-        self.driver.connect(self.socket)
-        self.buffer = b""
-        self.next_id = 1
-        self.request({"type": "hello", "versions": [1], "client": "bench-sites"})
+        self.driver = Driver(self.socket, "bench-sites")
+        self.request = self.driver.request
 
     def synchronized(self):
         with open(self.log) as log:
             return "mqtt: synchronized" in log.read()
-
-    def request(self, message):
-        self.driver.sendall((json.dumps(dict(message, id=self.next_id)) + "\n").encode())
-        self.next_id += 1
-        while True:
-            while b"\n" not in self.buffer:
-                self.buffer += self.driver.recv(65536)
-            line, _, self.buffer = self.buffer.partition(b"\n")
-            reply = json.loads(line)
-            if reply.get("type") in ("ok", "hello", "error"):
-                if reply.get("type") == "error":
-                    raise SystemExit(f"bench: accmond: {reply}")
-                return reply
 
     def close(self):
         stop(self.bridge)
