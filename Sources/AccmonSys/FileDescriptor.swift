@@ -14,12 +14,14 @@ public struct FileDescriptor: RawRepresentable, Sendable, Hashable {
 
     /// Whether a socket's peer has closed it (a hang-up, not a half-close: `poll` says `POLLHUP`) and nothing is
     /// left to read (`recv` with `MSG_PEEK | MSG_DONTWAIT` finds the end of the stream): a hang-up the caller has
-    /// not read yet.
+    /// not read yet. A peer that closed with bytes of ours unread is reported by the kernel as `ECONNRESET` (which
+    /// this peek then clears; the next read finds the end of the stream): a hang-up too.
     public var peerHasClosed: Bool {
         var waiting = pollfd(fd: rawValue, events: Int16(POLLIN), revents: 0)
         guard Glibc.poll(&waiting, 1, 0) == 1, Int32(waiting.revents) & POLLHUP != 0 else { return false }
         var byte: UInt8 = 0
-        return Glibc.recv(rawValue, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0
+        let peeked = Glibc.recv(rawValue, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return peeked == 0 || (peeked < 0 && errno == ECONNRESET)
     }
 
     /// Writes from `buffer`; returns the number of bytes written. Uses `send(MSG_NOSIGNAL)` on sockets.

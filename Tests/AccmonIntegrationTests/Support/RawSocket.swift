@@ -115,9 +115,13 @@ final class RawSocket: @unchecked Sendable {
         _ = setsockopt(descriptor.rawValue, SOL_SOCKET, SO_RCVBUF, &value, socklen_t(MemoryLayout<Int32>.size))
     }
 
+    /// Hangs up: shuts the connection down, then closes the descriptor. The shutdown makes the hang-up certain at
+    /// once: a child spawned by another test in this process holds a copy of the descriptor until its `exec`, and
+    /// while it does, a bare `close` leaves the connection open.
     func close() {
         guard !closed else { return }
         closed = true
+        _ = shutdown(descriptor.rawValue, Int32(SHUT_RDWR))
         descriptor.close()
     }
 
