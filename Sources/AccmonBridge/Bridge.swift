@@ -223,7 +223,7 @@ public final class Bridge {
         }
         lastSave = now
         do {
-            try publishedFile!.write(relay.published)
+            try publishedFile?.write(relay.published)
             savedPublished = relay.published
         } catch {
             logger.warning(.bridgeReconciliation, "cannot save '\(file.path)': \(error)")

@@ -50,18 +50,13 @@ public struct DirectoryDescriptor: Sendable {
         return FileDescriptor(rawValue: try valueOrErrno { openat(descriptor.rawValue, name, flags, mode) })
     }
 
-    /// Opens the existing file `name` for appending (`O_WRONLY | O_APPEND`), without following a symbolic link
+    /// Opens the file `name` for appending (`O_WRONLY | O_APPEND`), without following a symbolic link
     /// (`O_NOFOLLOW`: a link there fails with `ELOOP`) and without blocking on a FIFO (`O_NONBLOCK`; check
-    /// ``FileDescriptor/status()`` before writing).
-    public func openForAppending(_ name: String) throws(Errno) -> FileDescriptor {
-        let flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC
-        return FileDescriptor(rawValue: try valueOrErrno { openat(descriptor.rawValue, name, flags) })
-    }
-
-    /// Opens `name` for appending as ``openForAppending(_:)`` does, creating it with `mode` when it is not there.
-    public func openForAppending(_ name: String, creatingWith mode: mode_t) throws(Errno) -> FileDescriptor {
-        let flags = O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC
-        return FileDescriptor(rawValue: try valueOrErrno { openat(descriptor.rawValue, name, flags, mode) })
+    /// ``FileDescriptor/status()`` before writing). It must exist, unless `creatingWith` gives the mode to create it
+    /// with.
+    public func openForAppending(_ name: String, creatingWith mode: mode_t? = nil) throws(Errno) -> FileDescriptor {
+        let flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (mode == nil ? 0 : O_CREAT)
+        return FileDescriptor(rawValue: try valueOrErrno { openat(descriptor.rawValue, name, flags, mode ?? 0) })
     }
 
     /// Renames `name` to `newName` in this directory, replacing what `newName` was (`renameat(2)`).

@@ -56,7 +56,6 @@ public struct FileDescriptor: RawRepresentable, Sendable, Hashable {
         _ = try valueOrErrno { Glibc.ftruncate(rawValue, off_t(length)) }
     }
 
-    /// Sends all of `bytes` on a blocking socket, without raising `SIGPIPE` when the peer is gone.
     /// Sends `bytes` on a Unix socket with `descriptor` attached to the first of them (`SCM_RIGHTS`: the peer gets its
     /// own descriptor of the same open file), the rest as ``sendAll(_:)`` does.
     public func sendAll(_ bytes: [UInt8], passing descriptor: FileDescriptor) throws(Errno) {
@@ -86,6 +85,7 @@ public struct FileDescriptor: RawRepresentable, Sendable, Hashable {
         return received
     }
 
+    /// Sends all of `bytes` on a blocking socket, without raising `SIGPIPE` when the peer is gone.
     public func sendAll(_ bytes: [UInt8]) throws(Errno) {
         var offset = 0
         while offset < bytes.count {

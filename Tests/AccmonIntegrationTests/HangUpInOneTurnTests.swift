@@ -7,9 +7,7 @@ import Testing
 /// A restore client's hang-up and something else reach accmond in one loop turn: the daemon is stopped (SIGSTOP)
 /// while both happen, so that one `epoll_wait` hands it both, in the order the kernel lists them. The kept session
 /// must lose nothing of that turn, and a new connection of the same client must reclaim it (docs/PROTOCOL.md §4).
-///
-/// `RawSocket.close` shuts the connection down before closing it: a child that another test spawns at that moment
-/// holds a copy of every descriptor until its `exec`, and a bare `close` would then not hang up in time.
+/// The hang-ups are `RawSocket.close`, which shuts the connection down so that it is one at once.
 @Suite(.serialized) struct HangUpInOneTurnTests {
     /// A restore client hangs up and, in the same loop turn, an accessory connects: the daemon is stopped while both
     /// happen, so one `epoll_wait` hands it the hang-up, then the request. The kept session must still have the
